@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both create .venv when missing and
+# install the project with the pinned constraints file.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+REPORT ?= normdiff-report
+SUITE ?= default
+
+.PHONY: run test install bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/normdiff run --suite $(SUITE) --out $(REPORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_run.py
+
+clean:
+	rm -rf $(VENV) $(REPORT) .pytest_cache

@@ -1,0 +1,147 @@
+"""Deterministic input generators for the regimes that expose normalization bugs.
+
+Every generator draws in float64 from the NumPy generator it is given; the case casts the draw to
+its dtype once, and those exact bits are what every implementation and the oracle see.
+A regime is named `name` or `name:param` (for example `tiny_rms:1e-3`, `mean_shift:3`).
+See ../shared/CATALOGUE.md ("Input regimes that expose them") for why each one exists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class Regime:
+    name: str
+    exposes: str  # the bugs this regime is there for
+    draw: Callable[..., Array]
+    needs_heads: bool = False  # only meaningful for ops that know num_heads
+    param_default: str | None = None  # the parameter used when none is given; None: takes none
+
+
+def split(regime: str) -> tuple[str, str | None]:
+    name, _, param = regime.partition(":")
+    return name, (param or None)
+
+
+# --- x ----------------------------------------------------------------------------------------
+# Each takes (rng, rows, num_heads, head_dim, param) and returns float64 (rows, num_heads*head_dim).
+
+
+def _normal(rng, rows, heads, dim, param):
+    return rng.standard_normal((rows, heads * dim))
+
+
+def _tiny_rms(rng, rows, heads, dim, param):
+    return float(param) * rng.standard_normal((rows, heads * dim))
+
+
+def _zero_rows(rng, rows, heads, dim, param):
+    x = rng.standard_normal((rows, heads * dim))
+    x[::2] = 0.0  # every other row is exactly zero: 0/0 guards and eps-ignored NaNs
+    return x
+
+
+def _large(rng, rows, heads, dim, param):
+    # fp16 values of 300-1000: x^2 overflows fp16 (65504) when statistics are not upcast
+    return rng.choice([-1.0, 1.0], (rows, heads * dim)) * rng.uniform(300, 1000, (rows, heads * dim))
+
+
+def _spike(rng, rows, heads, dim, param):
+    x = rng.standard_normal((rows, heads * dim))
+    cols = rng.integers(0, heads * dim, rows)
+    x[np.arange(rows), cols] = rng.choice([-1.0, 1.0], rows) * rng.uniform(300, 1000, rows)
+    return x
+
+
+def _outliers(rng, rows, heads, dim, param):
+    # a few channels carry huge activations in every row, as in real LLM residual streams
+    width = heads * dim
+    x = rng.standard_normal((rows, width))
+    cols = rng.choice(width, size=min(4, width), replace=False)
+    x[:, cols] = rng.choice([-1.0, 1.0], (rows, cols.size)) * rng.uniform(300, 3000, (rows, cols.size))
+    return x
+
+
+def _mean_shift(rng, rows, heads, dim, param):
+    return float(param) + rng.standard_normal((rows, heads * dim))
+
+
+def _head_scales(rng, rows, heads, dim, param):
+    if param == "lognormal":
+        scales = rng.lognormal(0.0, 0.5, heads)
+    elif param == "logspace":
+        scales = np.logspace(-1, 1, heads)
+    else:
+        raise ValueError(f"head_scales takes 'lognormal' or 'logspace', not {param!r}")
+    x = rng.standard_normal((rows, heads, dim)) * scales[None, :, None]
+    return x.reshape(rows, heads * dim)
+
+
+def _zero_heads(rng, rows, heads, dim, param):
+    x = rng.standard_normal((rows, heads, dim))
+    x[:, ::2] = 0.0
+    return x.reshape(rows, heads * dim)
+
+
+INPUT_REGIMES: dict[str, Regime] = {
+    r.name: r
+    for r in (
+        Regime("normal", "baseline and cast-order tolerances", _normal),
+        Regime("tiny_rms", "eps placement and value, L2 eps semantics", _tiny_rms, param_default="1e-3"),
+        Regime("zero_rows", "eps ignored (NaN), 0/0 guards", _zero_rows),
+        Regime("large", "fp16 overflow of x^2 when statistics are not upcast", _large),
+        Regime("spike", "one element > 256: fp16 overflow of x^2", _spike),
+        Regime("outliers", "low-precision statistics (signed per-row bias)", _outliers),
+        Regime("mean_shift", "variance instead of mean square", _mean_shift, param_default="1"),
+        Regime("head_scales", "full-vector vs per-head QK-Norm", _head_scales, needs_heads=True,
+               param_default="lognormal"),
+        Regime("zero_heads", "per-head 0/0 guards", _zero_heads, needs_heads=True),
+    )
+}
+
+# --- weights ----------------------------------------------------------------------------------
+# Each takes (rng, n) and returns float64 (n,).
+
+
+def _trained(rng, n):
+    # Qwen3.5 layer-0 input_layernorm (stored w - 1): mean +0.238, range [-0.11, +1.00] (seed 000)
+    return -0.11 + 1.11 * rng.beta(2.0, 4.35, n)
+
+
+WEIGHT_REGIMES: dict[str, Callable[[np.random.Generator, int], Array]] = {
+    "zeros": lambda rng, n: np.zeros(n),
+    "ones": lambda rng, n: np.ones(n),
+    "small": lambda rng, n: rng.normal(-0.02, 0.1, n),
+    "trained": _trained,
+    "large": lambda rng, n: rng.normal(7.7, 1.0, n),  # final-norm-like gains
+}
+
+# --- gates ------------------------------------------------------------------------------------
+
+GATE_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
+    "open": lambda rng, shape: rng.standard_normal(shape),
+    "closed": lambda rng, shape: rng.normal(-4.0, 1.0, shape),  # silu(z) ~ -0.07: mostly shut
+}
+
+
+def check_input_regime(regime: str, has_heads: bool) -> None:
+    name, param = split(regime)
+    if name not in INPUT_REGIMES:
+        raise ValueError(f"unknown input regime {name!r}; known: {', '.join(INPUT_REGIMES)}")
+    spec = INPUT_REGIMES[name]
+    if spec.needs_heads and not has_heads:
+        raise ValueError(f"input regime {name!r} needs an op with heads (qk_norm)")
+    if param is not None and spec.param_default is None:
+        raise ValueError(f"input regime {name!r} takes no parameter (got {param!r})")
+
+
+def draw_input(regime: str, rng: np.random.Generator, rows: int, heads: int, dim: int) -> Array:
+    name, param = split(regime)
+    spec = INPUT_REGIMES[name]
+    return spec.draw(rng, rows, heads, dim, param or spec.param_default)

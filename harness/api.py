@@ -1,0 +1,30 @@
+"""The Python entry points behind the CLI: run a suite and get a Report back."""
+from __future__ import annotations
+
+from normdiff.cases import suites
+from normdiff.harness import registry, runner
+from normdiff.harness.budgets import ULP_BUDGETS
+from normdiff.harness.registry import Implementation
+from normdiff.reports import tables
+from normdiff.reports.render import Report, versions
+
+
+def select(names: list[str] | None = None) -> list[Implementation]:
+    """Registered implementations, all of them or those named (unknown names raise)."""
+    if not names:
+        return registry.implementations()
+    return [registry.get(n) for n in names]
+
+
+def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
+              timeout: float = 60.0, progress=None) -> Report:
+    suite = suites.load(suite) if isinstance(suite, str) else suite
+    impls = implementations if implementations is not None else select()
+    data = runner.run(suite, impls, timeout=timeout, progress=progress)
+    results = tables.results_frame(data.outcomes)
+    failing = tables.failing_implementations(results)
+    meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
+            "cases": len(suite), "implementations": len(impls), "seconds": data.seconds,
+            "exit_code": 1 if failing else 0, "failing": failing, "budgets": dict(ULP_BUDGETS),
+            "versions": versions()}
+    return Report(results, tables.pairs_frame(data.outcomes), meta)

@@ -1,0 +1,92 @@
+"""The `normdiff` command line. Exit codes: 0 all agree, 1 a non-mutant implementation disagrees,
+2 usage error (unknown suite, op, convention or implementation; malformed suite file)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+USAGE_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="normdiff", description="Differential testing of LLM normalization layers.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a suite over every available implementation and write a report")
+    run.add_argument("--suite", default="default", help="suite name (normdiff list suites) or path to a .toml file")
+    run.add_argument("--out", default="normdiff-report", help="report folder (default: %(default)s)")
+    run.add_argument("--implementation", "-i", action="append", dest="implementations", metavar="NAME",
+                     help="run only this implementation (repeatable)")
+    run.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
+    run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+    lst = sub.add_parser("list", help="list implementations, conventions or suites")
+    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops"])
+    lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"run": _run, "list": _list}[args.command](args)
+    except ValueError as exc:  # unknown names and malformed suites: the message says what to fix
+        print(f"normdiff: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+def _run(args) -> int:
+    from normdiff.harness import api
+    from normdiff.reports import render
+
+    impls = api.select(args.implementations)
+    report = api.run_suite(args.suite, impls, timeout=args.timeout,
+                           progress=None if args.quiet else render.progress_printer())
+    out = render.write(report, args.out)
+    if not args.quiet:
+        print(render.terminal(report))
+        print(f"{report.meta['cases']} cases in {report.meta['seconds']:.1f} s; report written to {out}/")
+    return report.meta["exit_code"]
+
+
+def _list(args) -> int:
+    from normdiff.harness import contracts, registry
+    from normdiff.cases import suites
+
+    if args.what == "implementations":
+        rows = [{"name": i.name, "kind": i.kind, "framework": i.framework,
+                 "available": i.unavailable_reason() is None, "reason": i.unavailable_reason() or "",
+                 "pairs": sorted(f"{op}@{conv}" for op, conv in i.pairs), "description": i.description}
+                for i in registry.implementations()]
+    elif args.what == "conventions":
+        rows = [{"name": c.name, "summary": c.summary,
+                 "contracts": {op: {"formula": k.describe(), **k.knobs()} for op, k in c.contracts.items()}}
+                for c in contracts.CONVENTIONS.values()]
+    elif args.what == "ops":
+        rows = [{"name": o.name, "signature": o.signature, "summary": o.summary} for o in contracts.OPS.values()]
+    else:
+        rows = []
+        for name in suites.available():
+            suite = suites.load(name)
+            rows.append({"name": name, "cases": len(suite), "description": suite.description})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            print(_list_line(args.what, row))
+    return 0
+
+
+def _list_line(what: str, row: dict) -> str:
+    if what == "implementations":
+        state = "available" if row["available"] else f"unavailable: {row['reason']}"
+        return f"{row['name']:<12} {row['kind']:<9} {row['framework']:<6} {len(row['pairs']):>3} pairs  {state}"
+    if what == "conventions":
+        ops = "; ".join(f"{op}: {c['formula']}" for op, c in row["contracts"].items())
+        return f"{row['name']:<11} {row['summary']}\n{'':<11} {ops}"
+    if what == "ops":
+        return f"{row['signature']:<40} {row['summary']}"
+    return f"{row['name']:<10} {row['cases']:>4} cases  {row['description']}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Ops, their knobs, and the named conventions that fix those knobs.
+
+A *contract* is one op with every knob that changes its numbers set: what is multiplied by the
+weight, where epsilon goes, which span is normalised, how the gate is applied and where results are
+rounded to the output dtype. A *convention* (named after the model family that defines it) maps each
+op it defines to a contract. Conventions and bugs live in the same space: a mutant is a contract
+with one knob turned the wrong way, so diagnosis is a search over these fields.
+
+This module is pure data and imports no framework.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# ---------------------------------------------------------------------------------------------
+# Ops
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What an op takes. `signature` is how user functions are called (see `normdiff check`)."""
+
+    name: str
+    inputs: tuple[str, ...]  # arrays handed to implementations, in call order
+    signature: str
+    has_weight: bool
+    has_gate: bool
+    has_heads: bool  # x is (..., num_heads * head_dim) and the op knows num_heads
+    summary: str
+
+
+OPS: dict[str, OpSpec] = {
+    spec.name: spec
+    for spec in (
+        OpSpec("rms_norm", ("x", "weight"), "rms_norm(x, weight, eps)", True, False, False,
+               "y = x / sqrt(mean(x^2) + eps) * w  (w or 1 + w by convention)"),
+        OpSpec("gated_rms_norm", ("x", "gate", "weight"), "gated_rms_norm(x, gate, weight, eps)",
+               True, True, False, "y = rms_norm(x) * w * act(gate)  (Qwen3.5 linear attention)"),
+        OpSpec("l2_norm", ("x",), "l2_norm(x, eps)", False, False, False,
+               "y = x * rsqrt(sum(x^2) + eps)  (Qwen3.5 q/k before the delta rule)"),
+        OpSpec("qk_norm", ("x", "weight"), "qk_norm(x, weight, num_heads, eps)", True, False, True,
+               "RMSNorm of q/k over each head (Qwen3) or the whole H*D vector (OLMo2)"),
+    )
+}
+
+# ---------------------------------------------------------------------------------------------
+# Knob values. Each tuple lists the legal values; the first is the usual one.
+
+EPS_PLACEMENTS = ("inside", "outside", "clamp", "none")
+STATISTICS = ("mean_square", "sum_square", "variance")
+SCOPES = ("head", "full")
+GATE_ACTIVATIONS = ("silu", "sigmoid")
+GATE_ORDERS = ("norm_then_gate", "gate_then_norm")
+CASTS = ("one_rounding", "llama")
+COMPUTE_DTYPES = ("float32", "input")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One op with every knob that changes its numbers.
+
+    Exact maths (what the float64 oracle evaluates):
+      stat  = mean(x^2) | sum(x^2) | mean((x - mean x)^2)      over `scope`
+      y     = x / sqrt(stat + eps)       (eps_placement "inside";
+              x / (sqrt(stat) + eps) "outside"; x / max(sqrt(stat), eps) "clamp"; none: no eps)
+      y    *= weight_offset + w          (when the op has a weight)
+      y    *= act(gate)                  (gated op; "gate_then_norm" multiplies x first instead)
+
+    Rounding (what correct low-precision implementations do, and what the ULP budgets absorb):
+      cast "one_rounding": (y * (offset + w.float())).to(dtype)   Gemma, Qwen3.5, OLMo2, torch
+      cast "llama":        (offset + w) * y.to(dtype)             Llama, Qwen2/3
+    `stats_dtype` / `offset_dtype` say where the statistics and `offset + w` are computed; a correct
+    implementation uses float32, mutants use the input dtype.
+    """
+
+    op: str
+    eps: float = 1e-6
+    weight_offset: float = 0.0
+    eps_placement: str = "inside"
+    statistic: str = "mean_square"
+    # qk_norm only: the span normalised ("head": each head_dim slice; "full": all H*D) and the span
+    # the weight covers ("head": shape (head_dim,), shared by heads; "full": shape (H*D,)).
+    # For the row ops there is a single "head", so both are trivially "head".
+    scope: str = "head"
+    weight_span: str = "head"
+    gate_activation: str = "silu"
+    gate_order: str = "norm_then_gate"
+    cast: str = "one_rounding"
+    stats_dtype: str = "float32"
+    offset_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(unknown("op", self.op, OPS))
+        for name, legal in (("eps_placement", EPS_PLACEMENTS), ("statistic", STATISTICS),
+                            ("scope", SCOPES), ("weight_span", SCOPES),
+                            ("gate_activation", GATE_ACTIVATIONS), ("gate_order", GATE_ORDERS),
+                            ("cast", CASTS), ("stats_dtype", COMPUTE_DTYPES),
+                            ("offset_dtype", COMPUTE_DTYPES)):
+            if getattr(self, name) not in legal:
+                raise ValueError(f"contract knob {name}={getattr(self, name)!r} is not one of {legal}")
+
+    @property
+    def spec(self) -> OpSpec:
+        return OPS[self.op]
+
+    def replace(self, **changes) -> "Contract":
+        return dataclasses.replace(self, **changes)
+
+    def knobs(self) -> dict:
+        """The fields as a plain dict (for reports and JSON)."""
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """A one-line formula that a person can check against their code."""
+        spec = self.spec
+        stat = {"mean_square": "mean(x^2)", "sum_square": "sum(x^2)",
+                "variance": "var(x)"}[self.statistic]
+        norm = {"inside": f"x * rsqrt({stat} + eps)", "outside": f"x / (sqrt({stat}) + eps)",
+                "clamp": f"x / max(sqrt({stat}), eps)", "none": f"x * rsqrt({stat})"}[self.eps_placement]
+        if self.gate_order == "gate_then_norm" and spec.has_gate:
+            norm = norm.replace("x", f"(x*{self.gate_activation}(z))")
+        parts = [norm]
+        if spec.has_weight:
+            parts.append("(1 + w)" if self.weight_offset == 1 else "w" if self.weight_offset == 0
+                         else f"({self.weight_offset:g} + w)")
+        if spec.has_gate and self.gate_order == "norm_then_gate":
+            parts.append(f"{self.gate_activation}(z)")
+        text = " * ".join(parts) + f", eps={self.eps:g}"
+        if spec.has_heads:
+            text += ", over each head" if self.scope == "head" else ", over the full H*D vector"
+        if spec.has_weight:
+            text += ", Llama cast" if self.cast == "llama" else ", one rounding"
+        return text
+
+
+def unknown(what: str, value: str, known) -> str:
+    return f"unknown {what} {value!r}; known: {', '.join(sorted(known))}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Conventions
+
+
+@dataclass(frozen=True)
+class Convention:
+    name: str
+    summary: str
+    contracts: dict[str, Contract] = field(default_factory=dict)
+
+    def contract(self, op: str) -> Contract:
+        if op not in OPS:
+            raise ValueError(unknown("op", op, OPS))
+        if op not in self.contracts:
+            raise ValueError(f"convention {self.name!r} does not define {op!r}; it defines: "
+                             f"{', '.join(self.contracts)}")
+        return self.contracts[op]
+
+
+def _qwen35_like(name: str, summary: str) -> Convention:
+    # Qwen3.5 and Qwen3-Next share the zero-centred norm, the gated norm (plain gamma, weight
+    # multiplied after a Llama-style cast, gate in float32) and the eps-inside L2 norm.
+    return Convention(name, summary, {
+        "rms_norm": Contract("rms_norm", weight_offset=1.0),
+        "gated_rms_norm": Contract("gated_rms_norm", cast="llama"),
+        "l2_norm": Contract("l2_norm", statistic="sum_square"),
+        "qk_norm": Contract("qk_norm", weight_offset=1.0),
+    })
+
+
+CONVENTIONS: dict[str, Convention] = {
+    c.name: c
+    for c in (
+        Convention("qwen3", "plain gamma, Llama cast; QK-Norm per head before RoPE (HF Qwen3RMSNorm)", {
+            "rms_norm": Contract("rms_norm", cast="llama"),
+            "qk_norm": Contract("qk_norm", cast="llama"),
+        }),
+        _qwen35_like("qwen3.5", "zero-centred 1 + gamma, one rounding; gated norm plain gamma; "
+                                "L2 norm x * rsqrt(sum + eps) (HF Qwen3_5RMSNorm)"),
+        _qwen35_like("qwen3-next", "as qwen3.5 (HF Qwen3NextRMSNorm)"),
+        Convention("olmo2", "plain gamma, one rounding; QK-Norm over the full H*D vector (HF Olmo2RMSNorm)", {
+            "rms_norm": Contract("rms_norm"),
+            "qk_norm": Contract("qk_norm", scope="full", weight_span="full"),
+        }),
+        Convention("llama", "plain gamma, Llama cast (HF LlamaRMSNorm)", {
+            "rms_norm": Contract("rms_norm", cast="llama"),
+        }),
+        Convention("gemma3", "zero-centred 1 + gamma, one rounding; QK-Norm per head (HF Gemma3RMSNorm)", {
+            "rms_norm": Contract("rms_norm", weight_offset=1.0),
+            "qk_norm": Contract("qk_norm", weight_offset=1.0),
+        }),
+    )
+}
+
+
+def get_convention(name: str) -> Convention:
+    if name not in CONVENTIONS:
+        raise ValueError(unknown("convention", name, CONVENTIONS))
+    return CONVENTIONS[name]
+
+
+def get_contract(op: str, convention: str) -> Contract:
+    return get_convention(convention).contract(op)
+
+
+def pairs() -> list[tuple[str, str]]:
+    """Every (op, convention) pair some convention defines."""
+    return [(op, c.name) for c in CONVENTIONS.values() for op in c.contracts]

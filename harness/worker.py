@@ -1,0 +1,104 @@
+"""The worker process: runs implementations of one framework, one call at a time.
+
+Started by `pool.Worker` as `python -m normdiff.harness.worker READ_FD WRITE_FD`. Requests and
+replies travel as pickled messages over two private pipes, so an implementation that prints to
+stdout cannot corrupt the protocol (stdout is pointed at stderr, which the parent logs). Anything
+an implementation does wrong comes back as a reply; only a hard crash (segfault, os._exit) or a hang
+is left for the parent to notice, and it turns those into `crashed` / `timeout` outcomes.
+
+Messages:
+    ("load", Implementation)                       -> ("ok", None, seconds) | ("unavailable", reason)
+    ("call", Implementation, op, Contract, CaseInputs) -> ("ok", ndarray, seconds)
+                                                      | ("error", message) | ("unavailable", reason)
+    ("stop",)
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+_adapters: dict[str, object] = {}
+
+
+def to_numpy(value) -> np.ndarray:
+    """Any framework's array as a NumPy array with the same dtype and bits (bf16 via ml_dtypes)."""
+    module = type(value).__module__
+    if module.startswith("torch"):
+        import ml_dtypes
+        import torch
+
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:  # NumPy has no native bf16: go through exact float32
+            return value.float().numpy().astype(ml_dtypes.bfloat16)
+        return value.numpy()
+    return np.asarray(value)
+
+
+def load_entry(entry: str):
+    """Resolve 'package.module:attribute'."""
+    module_name, _, attr = entry.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise AttributeError(f"{module_name} has no attribute {attr!r}") from None
+
+
+def _adapter(impl):
+    if impl.name not in _adapters:
+        _adapters[impl.name] = load_entry(impl.entry)
+    return _adapters[impl.name]
+
+
+def _describe(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def handle(message: tuple) -> tuple:
+    kind = message[0]
+    impl = message[1]
+    start = time.perf_counter()
+    try:
+        adapter = _adapter(impl)
+    except ImportError as exc:
+        return ("unavailable", f"cannot import {impl.entry}: {_describe(exc)}")
+    except Exception as exc:  # an error inside the module that defines the implementation
+        return ("error", f"loading {impl.entry} failed: {_describe(exc)}")
+    if kind == "load":
+        return ("ok", None, time.perf_counter() - start)
+    _, _, op, contract, inputs = message
+    try:
+        out = to_numpy(adapter(op, contract, inputs))
+    except Exception as exc:
+        return ("error", _describe(exc))
+    return ("ok", out, time.perf_counter() - start)
+
+
+def serve(requests: Connection, replies: Connection) -> None:
+    while True:
+        try:
+            message = requests.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        replies.send(handle(message))
+
+
+def main(argv: list[str]) -> None:
+    read_fd, write_fd = int(argv[0]), int(argv[1])
+    os.dup2(2, 1)  # keep implementations' prints off the protocol pipes
+    sys.stdout = sys.stderr
+    serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

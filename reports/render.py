@@ -1,0 +1,131 @@
+"""Write a report folder and render the short terminal summary, all from the tables in `tables`."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+from normdiff.reports import tables
+
+SUMMARY_COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagree",
+                   "nan_mismatch", "error", "crashed", "timeout", "unavailable", "verdict"]
+
+
+@dataclass
+class Report:
+    results: pd.DataFrame
+    pairs: pd.DataFrame
+    meta: dict
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        return tables.summary(self.results)
+
+    def agreement(self, value: str = "agree") -> pd.DataFrame:
+        return tables.agreement_matrix(self.pairs, value)
+
+    def groups(self, value: str = "agree") -> list[list[str]]:
+        ran = self.results[~self.results["outcome"].isin(tables.NOT_RUN)]
+        return tables.groups(self.pairs, sorted(ran["implementation"].unique()), value)
+
+
+def versions() -> dict:
+    found = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in ("normdiff", "numpy", "ml_dtypes", "pandas", "torch", "jax", "jaxlib", "transformers"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
+    """A GitHub-flavoured markdown table (no tabulate dependency)."""
+    if index:
+        frame = frame.reset_index()
+    cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    head = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "" if pd.isna(value) else f"{value:.3g}"
+    return str(value).replace("|", "\\|")
+
+
+def summary_markdown(report: Report) -> str:
+    meta = report.meta
+    summary = report.summary
+    lines = [f"# normdiff report: suite `{meta['suite']}`", "",
+             f"{meta['cases']} cases x {meta['implementations']} implementations in "
+             f"{meta['seconds']:.1f} s. Exit status {meta['exit_code']}: "
+             + ("every non-mutant implementation agrees with the reference." if meta["exit_code"] == 0
+                else "some implementation disagrees (see below)."), "",
+             "## Implementations", "", markdown_table(summary[SUMMARY_COLUMNS + ["worst_max_ulp", "worst_case"]]), "",
+             "## Groups that agree on every shared case (within the ULP budget)", ""]
+    lines += [f"- {', '.join(g)}" for g in report.groups("agree")]
+    lines += ["", "## Bit-exact families (identical outputs on every shared case)", ""]
+    lines += [f"- {', '.join(g)}" for g in report.groups("identical")]
+    bad = report.results[~report.results["outcome"].isin(tables.PASSING + tables.NOT_RUN)]
+    if not bad.empty:
+        worst = bad.sort_values("max_ulp", ascending=False).head(20)
+        lines += ["", "## Failing rows (worst 20)", "",
+                  markdown_table(worst[["case_id", "implementation", "outcome", "max_ulp", "rel_l2", "detail"]])]
+    lines += ["", "## Budgets (ULPs of the output dtype)", ""]
+    lines += [f"- {k}: {v:g}" for k, v in meta["budgets"].items()]
+    lines += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in meta["versions"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: Report, out_dir: str | os.PathLike) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "results.csv", report.results.to_csv(index=False))
+    _atomic_write(out / "pairs.csv", report.pairs.to_csv(index=False))
+    _atomic_write(out / "agreement.csv", report.agreement().to_csv())
+    _atomic_write(out / "identical.csv", report.agreement("identical").to_csv())
+    _atomic_write(out / "summary.csv", report.summary.to_csv(index=False))
+    _atomic_write(out / "summary.md", summary_markdown(report))
+    _atomic_write(out / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def terminal(report: Report) -> str:
+    summary = report.summary[SUMMARY_COLUMNS + ["worst_max_ulp"]]
+    summary = summary.loc[:, (summary != 0).any(axis=0)]  # drop all-zero outcome columns
+    with pd.option_context("display.width", 160, "display.max_columns", 30):
+        text = summary.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+    groups = "; ".join("{" + ", ".join(g) + "}" for g in report.groups("agree"))
+    exact = "; ".join("{" + ", ".join(g) + "}" for g in report.groups("identical"))
+    return f"{text}\n\nagreement groups: {groups}\nbit-exact families: {exact}\n"
+
+
+def progress_printer(stream=sys.stderr):
+    """A one-line progress bar when `stream` is a terminal; otherwise nothing."""
+    if not stream.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} case x implementation")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
