@@ -1,27 +1,34 @@
 """ULP budgets: how far from the exact contract a correct implementation may land.
 
-Measured in ULPs of the output dtype at the reference value. Every result row records the budget
-it was judged with (column `tolerance_ulp`), so a report can always be re-read against it.
+Measured in ULPs of the output dtype at the reference value, per dtype and (where the op's correct
+rounding chain is longer) per op. Every result row records the budget it was judged with (column
+`tolerance_ulp`), so a report can always be re-read against it.
 
-Why these numbers (measured with `pytest tests/harness/test_budgets.py -s`, see the README):
-- bfloat16 / float16: a one-rounding pipeline lands within 0.5 ulp (+ float32 noise); the Llama
-  cast rounds twice (`w * round(xh)`) and the gated norm three times, which measures up to ~1.5 ulp
-  at binade edges. 2 ulp accepts those orders and rejects every catalogued formula bug on its
-  exposing regime (eps outside at rms 1e-3 is ~1e2 bf16 ulp; 1 + gamma is a 2x rescale).
-- float32: the float32 statistics of a width-4096 row and XLA's rsqrt add a few ulp; 16 leaves
-  headroom over the worst seen while eps-outside at rms 1e-3 is still ~1e6 ulp away.
+Why these numbers (measured over the default suite; `tests/harness/test_budgets.py` keeps them
+honest in both directions):
+- bfloat16 / float16: a one-rounding pipeline lands within 0.5 ulp plus float32 noise; the Llama
+  cast rounds twice (`w * round(xh)`), measured up to 1.4-1.6 ulp at binade edges. 2 ulp accepts
+  both and rejects every catalogued formula bug on its exposing regime (eps outside at rms 1e-3 is
+  ~1e2 bf16 ulp; 1 + gamma is a 2x rescale).
+- gated_rms_norm rounds three times in HF's order (round xh, round w * xh, round after the float32
+  gate). When xh and w * xh both sit just above a power of two each rounding costs ~2^-8 of the
+  value, which is up to 2 ulp of a result near the top of its binade, plus 0.5 for the last
+  rounding: a ceiling of 2.5 ulp (measured 2.10 NumPy, 2.06 PyTorch).
+- float32: float32 statistics over 4096 elements, rsqrt and the gate's exp add a few ulp (worst
+  measured 5.1); 16 leaves headroom while eps-outside at rms 1e-3 is ~1e6 ulp away.
 """
 from __future__ import annotations
 
-ULP_BUDGETS: dict[str, float] = {
-    "float32": 16.0,
-    "bfloat16": 2.0,
-    "float16": 2.0,
+ULP_BUDGETS: dict[str, dict[str, float]] = {
+    "float32": {"*": 16.0},
+    "bfloat16": {"*": 2.0, "gated_rms_norm": 2.5},
+    "float16": {"*": 2.0, "gated_rms_norm": 2.5},
 }
 
 
-def budget_for(dtype: str) -> float:
+def budget_for(dtype: str, op: str) -> float:
     try:
-        return ULP_BUDGETS[dtype]
+        per_op = ULP_BUDGETS[dtype]
     except KeyError:
         raise ValueError(f"no ULP budget for dtype {dtype!r}; known: {', '.join(ULP_BUDGETS)}") from None
+    return per_op.get(op, per_op["*"])

@@ -42,8 +42,8 @@ class Measurement:
     scale_ratio: float = float("nan")  # median of out / ref
     ratio_spread: float = float("nan")  # (p99 - p1) / median of out / ref: ~0 for a pure rescale
     span_rms_err: float = float("nan")  # max |rms(out) / rms(ref) - 1| over heads (or rows)
-    row_bias_ulp: float = float("nan")  # max |signed mean error| of a row, in ulps
-    channel_bias_ulp: float = float("nan")  # max |signed mean error| of a channel across rows
+    row_bias_ulp: float = float("nan")  # max |mean magnitude error| of a row, in ulps
+    channel_bias_ulp: float = float("nan")  # max |mean magnitude error| of a channel across rows
     output_dtype: str = ""
     output_digest: str = ""
     detail: str = ""
@@ -104,7 +104,9 @@ def _errors(m: Measurement, o: np.ndarray, ref: np.ndarray, fmt: FloatFormat, fi
     m.rel_l2 = float(np.linalg.norm(diff) / ref_norm) if ref_norm else float(np.linalg.norm(diff))
     m.zero_excess = float(((o == 0) & (ref != 0) & ok).mean())
     _ratio(m, o, ref, ok)
-    _biases(m, np.where(ok, ulps, 0.0), ok)
+    # signed by the reference: a coherent scale error (low-precision statistics, bf16(1 + w))
+    # shows as a mean away from 0, while correct rounding averages out
+    _biases(m, np.where(ok, ulps * np.sign(ref), 0.0), ok)
     _span_rms(m, np.where(ok, o, 0.0), np.where(ok, ref, 0.0), num_heads)
 
 

@@ -23,12 +23,13 @@ class FloatFormat:
         """Spacing of this format at |values| (float64 in, float64 out; subnormals included)."""
         mag = np.abs(np.asarray(values, dtype=np.float64))
         _, exp = np.frexp(mag)  # mag = m * 2**exp with m in [0.5, 1)
-        exp = np.maximum(exp - 1, self.min_exponent)
+        exp = np.where(mag == 0, self.min_exponent, np.maximum(exp - 1, self.min_exponent))
         return np.ldexp(1.0, exp - self.mantissa_bits)
 
     def round(self, values: np.ndarray) -> np.ndarray:
         """Round float64 values to this format (round to nearest even), returned as float64."""
-        return np.asarray(values, dtype=np.float64).astype(self.np_dtype).astype(np.float64)
+        with np.errstate(over="ignore"):  # beyond the format's range is inf, as in a real cast
+            return np.asarray(values, dtype=np.float64).astype(self.np_dtype).astype(np.float64)
 
 
 FORMATS: dict[str, FloatFormat] = {

@@ -108,7 +108,7 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
         else:
             piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
         start += p.case.rows
-        m = compare.judge(piece, p.ref, get_format(p.case.dtype), budget_for(p.case.dtype), p.case.num_heads)
+        m = compare.judge(piece, p.ref, get_format(p.case.dtype), budget_for(p.case.dtype, p.case.op), p.case.num_heads)
         keep = piece if m.outcome not in ("error",) else None
         outcomes.append(Outcome(p.case, task.impl, m, keep, seconds / len(task.cases)))
     return outcomes

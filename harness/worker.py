@@ -15,6 +15,7 @@ Messages:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import time
@@ -41,13 +42,27 @@ def to_numpy(value) -> np.ndarray:
 
 
 def load_entry(entry: str):
-    """Resolve 'package.module:attribute'."""
-    module_name, _, attr = entry.partition(":")
-    module = importlib.import_module(module_name)
+    """Resolve 'package.module:attribute' or 'path/to/file.py:attribute'."""
+    module_name, _, attr = entry.rpartition(":")
+    if module_name.endswith(".py"):
+        module = _import_file(module_name)
+    else:
+        module = importlib.import_module(module_name)
     try:
         return getattr(module, attr)
     except AttributeError:
         raise AttributeError(f"{module_name} has no attribute {attr!r}") from None
+
+
+def _import_file(path: str):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    name = "normdiff_user_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _adapter(impl):
