@@ -23,7 +23,10 @@ def _inverse_scale(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
     xs = xs.astype(dtype if c.stats_dtype == "input" else _F32)
     if c.statistic == "variance":
         xs = xs - xs.mean(-1, keepdims=True)
-    stat = (xs * xs).sum(-1, keepdims=True)
+    # squares in the statistics dtype, accumulated in float32 and rounded once, as torch and XLA
+    # reduce bf16/fp16 on CPU (ml_dtypes' own bf16 sum would accumulate in bf16 and stall)
+    squares = xs * xs
+    stat = squares.astype(_F32).sum(-1, keepdims=True).astype(squares.dtype)
     if c.statistic != "sum_square":
         stat = stat / xs.dtype.type(xs.shape[-1])
     stat = stat.astype(_F32)

@@ -81,7 +81,8 @@ def summary_markdown(report: Report) -> str:
         lines += ["", "## Failing rows (worst 20)", "",
                   markdown_table(worst[["case_id", "implementation", "outcome", "max_ulp", "rel_l2", "detail"]])]
     lines += ["", "## Budgets (ULPs of the output dtype)", ""]
-    lines += [f"- {k}: {v:g}" for k, v in meta["budgets"].items()]
+    lines += [f"- {dtype}: " + ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items())
+              for dtype, per_op in meta["budgets"].items()]
     lines += ["", "## Versions", ""] + [f"- {k}: {v}" for k, v in meta["versions"].items()]
     return "\n".join(lines) + "\n"
 

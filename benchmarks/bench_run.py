@@ -1,0 +1,68 @@
+"""How long `normdiff run --suite default` takes compared with importing the frameworks it uses.
+
+Measured in one run, each figure the median of --repeat fresh processes:
+  import     python -c "import torch" + python -c "import jax" (each in a fresh process, summed)
+  first run  normdiff run with an empty JAX compilation cache (what a fresh machine pays)
+  repeat     normdiff run again, with the cache the first run left
+
+Targets (issue 2): repeat / import <= 2, first run / import <= 4.
+Usage: python benchmarks/bench_run.py [--suite default] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def wall(cmd: list[str], env: dict | None = None) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+    return elapsed
+
+
+def median(cmd, repeat, env=None, before=None) -> float:
+    times = []
+    for _ in range(repeat):
+        if before:
+            before()
+        times.append(wall(cmd, env))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--suite", default="default")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    py = sys.executable
+    startup = median([py, "-c", "pass"], args.repeat)
+    imports = {m: median([py, "-c", f"import {m}"], args.repeat) for m in ("torch", "jax")}
+    import_total = sum(imports.values())
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "jax-cache")
+        env = dict(os.environ, NORMDIFF_JAX_CACHE=cache)
+        run = [py, "-m", "normdiff.harness.cli", "run", "--suite", args.suite, "--out", os.path.join(tmp, "r"), "-q"]
+
+        def empty_cache():
+            subprocess.run(["rm", "-rf", cache], check=True)
+
+        first = median(run, args.repeat, env, before=empty_cache)
+        repeat = median(run, args.repeat, env)
+    print(f"python startup        {startup:6.2f} s")
+    for m, t in imports.items():
+        print(f"import {m:<14} {t:6.2f} s")
+    print(f"imports together      {import_total:6.2f} s")
+    print(f"first run (cold JAX)  {first:6.2f} s   ratio {first / import_total:4.2f}  (target <= 4)")
+    print(f"repeat run            {repeat:6.2f} s   ratio {repeat / import_total:4.2f}  (target <= 2)")
+
+
+if __name__ == "__main__":
+    main()

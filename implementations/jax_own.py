@@ -1,0 +1,196 @@
+"""Own JAX implementation: the same steps and cast points as numpy_own, in jax.numpy.
+
+Speed: XLA compiles every new (function, shapes, dtypes) in ~60-100 ms on CPU, so
+  * one jitted function exists per distinct set of *static* knobs (the contract without eps and
+    weight_offset, plus num_heads, which fixes the reshape); eps and the offset are traced scalars,
+    so a new eps value never recompiles;
+  * rows are padded up to a power of two, so batches of concatenated cases reuse few shapes;
+  * the persistent compilation cache is on (see `enable_compile_cache`), so a fresh worker loads
+    compiled code (~12-15 ms) instead of compiling it again.
+
+Known differences from numpy_own. In float32 they leave ~36% of outputs an ulp or so apart (all
+within 5 ulp of the oracle); in bf16/fp16 outputs are bit-identical on >= 99.99% of elements:
+  * XLA CPU's rsqrt is not correctly rounded, and XLA rewrites 1 / sqrt into it: it differs from
+    NumPy's 1 / sqrt on ~30% of float32 values (up to 3 ulp apart; 1.7 vs 1.5 ulp max error).
+  * XLA turns a division by a constant n (the mean) into a multiplication by 1 / n.
+  * stats_dtype="input" (a mutant): jnp.sum / jnp.mean of bfloat16/float16 accumulate in float32
+    and round once, as torch does on CPU; NumPy's ml_dtypes bfloat16 sum accumulates in bfloat16
+    and stagnates (the sum of 4096 squares of N(0,1) comes out ~2000), so there the two differ.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from normdiff.cases.model import CaseInputs
+from normdiff.harness.contracts import Contract
+
+_F32 = jnp.float32
+CACHE_ENV = "NORMDIFF_JAX_CACHE"
+
+
+def enable_compile_cache() -> str | None:
+    """Turn on JAX's persistent compilation cache; returns its directory, or None when off.
+
+    The directory is $NORMDIFF_JAX_CACHE (empty: no cache) or ~/.cache/normdiff/jax. An unwritable
+    directory leaves the cache off: compiling again is slower, never wrong.
+    """
+    default = os.path.join(os.path.expanduser("~"), ".cache", "normdiff", "jax")
+    path = os.environ.get(CACHE_ENV, default)
+    if not path:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):  # writable, not just present
+            pass
+    except OSError:
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
+CACHE_DIR = enable_compile_cache()
+
+# ---------------------------------------------------------------------------------------------
+# The maths, step by step as numpy_own. `c` carries only static knobs; eps and offsets are traced.
+#
+# Every step that numpy_own does in the input dtype is done here in float32 and rounded with
+# `_round` (reduce_precision, which XLA must honour). Plain bfloat16 ops are not enough: XLA CPU
+# computes them in float32, and with xla_allow_excess_precision (on by default) it dropped the
+# rounding of the Llama-cast product `w * y.astype(bf16)` because the gate multiply widens it again
+# (measured: 16% of gated bf16 outputs an ulp off numpy_own). For bfloat16 and float16, an op on two
+# such values computed in float32 and rounded once is the correctly rounded op (float32 has
+# >= 2p + 2 bits), which is also what NumPy and ml_dtypes compute.
+
+
+def _round(v, dtype):
+    """float32 `v` rounded to `dtype` (ties to even), kept as float32."""
+    if dtype == jnp.float32:
+        return v
+    fi = jnp.finfo(dtype)
+    r = lax.reduce_precision(v, exponent_bits=fi.nexp, mantissa_bits=fi.nmant)
+    if fi.nexp < 8:  # reduce_precision flushes float16 subnormals to zero: round those by hand
+        step = float(fi.smallest_subnormal)
+        r = jnp.where(jnp.abs(v) < float(fi.smallest_normal), jnp.round(v / step) * step, r)
+    return r
+
+
+def _act(z, kind: str):
+    sig = 1.0 / (1.0 + jnp.exp(-z))  # written out (not jax.nn.sigmoid) to match numpy_own
+    return z * sig if kind == "silu" else sig
+
+
+def _inverse_scale(xs, c: Contract, dtype, eps):
+    """1 / (the denominator), float32, one value per normalised span."""
+    low = c.stats_dtype == "input"
+    rnd = functools.partial(_round, dtype=dtype if low else jnp.float32)
+    xs = rnd(xs)
+    if c.statistic == "variance":
+        xs = rnd(xs - rnd(xs.mean(-1, keepdims=True)))
+    stat = rnd(rnd(xs * xs).sum(-1, keepdims=True))
+    if c.statistic != "sum_square":
+        n = np.float32(np.asarray(xs.shape[-1], dtype if low else np.float32))  # n in that dtype
+        stat = rnd(stat / n)
+    if c.eps_placement == "inside":
+        return lax.rsqrt(stat + eps)
+    if c.eps_placement == "outside":
+        return 1.0 / (jnp.sqrt(stat) + eps)
+    if c.eps_placement == "clamp":
+        return 1.0 / jnp.maximum(jnp.sqrt(stat), eps)
+    return 1.0 / jnp.sqrt(stat)  # "none": a zero span gives NaN, as the buggy code does
+
+
+def _scale(w, c: Contract, dtype, offset_f32, offset_in):
+    """offset + w (w float32), in float32 or (the mutant) rounded to the input dtype."""
+    if c.offset_dtype == "input":
+        return _round(w + offset_in, dtype)
+    return w + offset_f32
+
+
+def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int):
+    x = arrays["x"]
+    dtype = x.dtype
+    xf = x.astype(_F32)
+    spec = c.spec
+    gate = _act(arrays["gate"].astype(_F32), c.gate_activation) if spec.has_gate else None
+    if spec.has_gate and c.gate_order == "gate_then_norm":
+        xf = xf * gate
+    spans = xf.reshape(*xf.shape[:-1], heads, -1)
+    y = (spans * _inverse_scale(spans, c, dtype, eps)).reshape(xf.shape)
+    if spec.has_weight:
+        w = arrays["weight"].astype(_F32)
+        if w.shape[-1] != x.shape[-1]:  # a per-head weight is shared by every head
+            w = jnp.tile(w, x.shape[-1] // w.shape[-1])
+        scale = _scale(w, c, dtype, offset_f32, offset_in)
+        if c.cast == "llama":  # round the normalised value first, multiply in the input dtype
+            y = _round(_round(scale, dtype) * _round(y, dtype), dtype)
+        else:
+            y = y * scale
+    if spec.has_gate and c.gate_order == "norm_then_gate":
+        y = y * gate
+    return y.astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Jitted functions, one per static key, and the adapter.
+
+_JITTED: dict[tuple[Contract, int], object] = {}
+
+
+def static_key(c: Contract, num_heads: int) -> tuple[Contract, int]:
+    """What fixes the traced program: every knob but the traced eps and offset, and the heads."""
+    heads = num_heads if c.scope == "head" else 1
+    return c.replace(eps=0.0, weight_offset=0.0), heads
+
+
+def jitted(c: Contract, num_heads: int):
+    key = static_key(c, num_heads)
+    fn = _JITTED.get(key)
+    if fn is None:
+        fn = _JITTED[key] = jax.jit(functools.partial(_forward, c=key[0], heads=key[1]))
+    return fn
+
+
+def padded_rows(n: int) -> int:
+    """The next power of two >= n, so that batches of different sizes share compiled shapes."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _pad(a: np.ndarray, rows: int) -> np.ndarray:
+    # zero rows are harmless: rows are independent and eps keeps them finite ("none" gives NaN
+    # there, in padded rows only, which are sliced off)
+    if a.shape[0] == rows:
+        return a
+    out = np.zeros((rows, a.shape[1]), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
+    a = inputs.arrays
+    x = np.asarray(a["x"])
+    dtype = x.dtype
+    n = int(np.prod(x.shape[:-1], dtype=np.int64))
+    if n == 0:
+        return np.empty(x.shape, dtype)
+    rows = padded_rows(n)
+    arrays = {"x": _pad(x.reshape(n, x.shape[-1]), rows)}
+    if contract.spec.has_gate:
+        arrays["gate"] = _pad(np.asarray(a["gate"]).reshape(n, x.shape[-1]), rows)
+    if contract.spec.has_weight:
+        arrays["weight"] = np.asarray(a["weight"])
+    # the offset twice: rounded once to float32 and once to the input dtype (held in float32), as
+    # numpy_own's _F32(offset) and weight.dtype.type(offset) do
+    offset = contract.weight_offset
+    out = jitted(contract, inputs.num_heads)(
+        arrays, np.float32(contract.eps), np.float32(offset),
+        np.float32(np.asarray(offset, dtype)))
+    return np.array(np.asarray(out)[:n]).reshape(x.shape)  # a writable copy, padding dropped

@@ -1,0 +1,83 @@
+"""Case identity, determinism and the exact bits handed to implementations."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from normdiff.cases import suites
+from normdiff.cases.model import Case
+
+
+def test_every_default_case_id_round_trips():
+    for case in suites.load("default").cases:
+        assert Case.from_id(case.id) == case
+
+
+def test_id_and_seed_are_stable_across_releases():
+    # a replayed report row must rebuild the same inputs: pin one id, seed and input bits
+    case = Case("rms_norm", "qwen3", "bfloat16", 8, 1024, regime="tiny_rms:1e-3", weights="trained")
+    assert case.id == "rms_norm@qwen3/bf16/8x1024/tiny_rms:1e-3/w=trained"
+    assert case.seed == 2890309760
+    inputs = case.inputs().arrays
+    assert inputs["x"].dtype == np.dtype(ml_dtypes.bfloat16) and inputs["x"].shape == (8, 1024)
+    assert inputs["x"].view(np.uint16)[0, :4].tolist() == [15029, 47706, 15039, 47559]
+    assert inputs["weight"].view(np.uint16)[:3].tolist() == [15886, 16034, 16110]
+
+
+def test_same_inputs_across_ops_conventions_and_dtypes():
+    a = Case("rms_norm", "qwen3", "float32", 4, 64, regime="mean_shift:3", weights="trained")
+    b = Case("rms_norm", "olmo2", "bfloat16", 4, 64, regime="mean_shift:3", weights="trained")
+    xa, xb = a.inputs().arrays["x"], b.inputs().arrays["x"]
+    np.testing.assert_array_equal(xa.astype(ml_dtypes.bfloat16), xb)  # one draw, two casts
+    np.testing.assert_array_equal(a.inputs().arrays["weight"].astype(ml_dtypes.bfloat16), b.inputs().arrays["weight"])
+
+
+def test_weights_do_not_depend_on_the_input_regime():
+    a = Case("rms_norm", "qwen3", "float32", 4, 64, regime="normal", weights="trained")
+    b = Case("rms_norm", "qwen3", "float32", 4, 64, regime="outliers", weights="trained")
+    np.testing.assert_array_equal(a.inputs().arrays["weight"], b.inputs().arrays["weight"])
+    assert not np.array_equal(a.inputs().arrays["x"], b.inputs().arrays["x"])
+
+
+def test_regimes_do_what_they_say():
+    x = Case("rms_norm", "qwen3", "float32", 8, 1024, regime="tiny_rms:1e-4").draw_float64()["x"]
+    assert np.sqrt(np.mean(x**2)) == pytest.approx(1e-4, rel=0.05)
+    x = Case("rms_norm", "qwen3", "float32", 8, 64, regime="zero_rows").draw_float64()["x"]
+    assert (x[::2] == 0).all() and (x[1::2] != 0).any()
+    x = Case("rms_norm", "qwen3", "float16", 8, 64, regime="large").draw_float64()["x"]
+    assert np.abs(x).min() >= 300 and np.abs(x).max() <= 1000
+    x = Case("rms_norm", "qwen3", "float32", 64, 64, regime="mean_shift:3").draw_float64()["x"]
+    assert x.mean() == pytest.approx(3, abs=0.1)
+    w = Case("rms_norm", "qwen3.5", "float32", 4, 4096, weights="trained").draw_float64()["weight"]
+    assert w.mean() == pytest.approx(0.24, abs=0.02) and -0.11 <= w.min() and w.max() <= 1.0
+    heads = Case("qk_norm", "qwen3", "float32", 64, 64, num_heads=8, regime="head_scales:logspace").draw_float64()["x"]
+    rms = np.sqrt(np.mean(heads.reshape(64, 8, 64) ** 2, axis=(0, 2)))
+    assert rms[-1] / rms[0] == pytest.approx(100, rel=0.1)
+    z = Case("gated_rms_norm", "qwen3.5", "float32", 64, 64, gate="closed").draw_float64()["gate"]
+    assert z.mean() == pytest.approx(-4, abs=0.1)
+
+
+def test_olmo2_qk_weight_spans_the_full_vector():
+    per_head = Case("qk_norm", "qwen3", "float32", 2, 16, num_heads=4).inputs().arrays["weight"]
+    full = Case("qk_norm", "olmo2", "float32", 2, 16, num_heads=4).inputs().arrays["weight"]
+    assert per_head.shape == (16,) and full.shape == (64,)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(op="layer_norm"), "unknown op 'layer_norm'"),
+    (dict(convention="mistral"), "unknown convention 'mistral'"),
+    (dict(op="gated_rms_norm", convention="qwen3", gate="open"), "does not define 'gated_rms_norm'"),
+    (dict(regime="head_scales"), "needs an op with heads"),
+    (dict(regime="tiny"), "unknown input regime 'tiny'"),
+    (dict(regime="normal:3"), "takes no parameter"),
+    (dict(weights="huge"), "unknown weight regime 'huge'"),
+    (dict(dtype="int8"), "unknown dtype 'int8'"),
+])
+def test_bad_cases_name_the_problem(bad, message):
+    args = dict(op="rms_norm", convention="qwen3", dtype="float32", rows=2, head_dim=8) | bad
+    with pytest.raises(ValueError, match=message):
+        Case(**args)
+
+
+def test_malformed_id():
+    with pytest.raises(ValueError, match="malformed case id"):
+        Case.from_id("rms_norm/qwen3")

@@ -1,0 +1,56 @@
+import pytest
+
+from normdiff.cases import regimes, suites
+from normdiff.harness.contracts import pairs
+
+
+def test_default_suite_is_large_and_covers_the_catalogue():
+    suite = suites.load("default")
+    assert len(suite) >= 300
+    cases = suite.cases
+    assert {(c.op, c.convention) for c in cases} >= {p for p in pairs() if p[1] in ("qwen3", "qwen3.5", "olmo2")}
+    assert {c.dtype for c in cases} == {"float32", "bfloat16", "float16"}
+    widths = {c.head_dim for c in cases if c.op == "rms_norm"}
+    assert {128, 1024, 4096} <= widths and any(w % 2 for w in widths)
+    used = {regimes.split(c.regime)[0] for c in cases}
+    assert used == set(regimes.INPUT_REGIMES)  # every regime is exercised
+    assert {c.regime for c in cases} >= {f"tiny_rms:{s}" for s in ("1e-2", "1e-3", "3e-4", "1e-4")}
+    assert {c.weights for c in cases if c.op == "rms_norm"} == set(regimes.WEIGHT_REGIMES)
+    assert {c.gate for c in cases if c.op == "gated_rms_norm"} == set(regimes.GATE_REGIMES)
+    assert len({c.id for c in cases}) == len(cases)
+
+
+def test_smoke_suite_is_small():
+    assert 10 <= len(suites.load("smoke")) <= 60
+
+
+def write(tmp_path, text):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[[group]\n", "not valid TOML"),
+    ("description = 'x'\n", "no \\[\\[group\\]\\] tables"),
+    ("[[group]]\nops=['rms_norm']\n", "'conventions' must be a non-empty list"),
+    ("[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\ncolour=1\n",
+     "unknown keys \\['colour'\\]"),
+    ("[[group]]\nops=['qk_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\n",
+     "group 1: qk_norm shapes are rows x heads x head_dim"),
+    ("[[group]]\nops=['rms_norm']\nconventions=['qwen9']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\n",
+     "unknown convention 'qwen9'"),
+])
+def test_malformed_suites_say_what_is_wrong(tmp_path, text, message):
+    with pytest.raises(suites.SuiteError, match=message):
+        suites.load(write(tmp_path, text))
+
+
+def test_unknown_suite_lists_the_known_ones():
+    with pytest.raises(suites.SuiteError, match="known: default, smoke"):
+        suites.load("nightly")
+
+
+def test_overlapping_groups_run_each_case_once(tmp_path):
+    group = "[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\n"
+    assert len(suites.load(write(tmp_path, group + group))) == 1

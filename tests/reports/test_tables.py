@@ -1,0 +1,35 @@
+"""Summary, verdicts, agreement matrix and groups, on hand-made tables."""
+import pandas as pd
+
+from normdiff.reports import tables
+
+
+def results(rows):
+    return pd.DataFrame(rows, columns=["case_id", "implementation", "kind", "framework", "outcome", "max_ulp"])
+
+
+def test_verdicts_and_failing_implementations():
+    r = results([
+        ("c1", "good", "own", "numpy", "identical", 0.4), ("c2", "good", "own", "numpy", "agree", 1.2),
+        ("c1", "bad", "own", "torch", "agree", 1.0), ("c2", "bad", "own", "torch", "disagree", 40.0),
+        ("c1", "mut", "mutant", "torch", "disagree", 900.0), ("c2", "mut", "mutant", "torch", "agree", 1.0),
+        ("c1", "gone", "framework", "jax", "unavailable", None), ("c2", "odd", "own", "jax", "unsupported", None),
+    ])
+    assert tables.failing_implementations(r) == ["bad"]  # mutants and unavailable do not fail a run
+    summary = tables.summary(r).set_index("implementation")
+    assert summary.loc["good", "verdict"] == "agrees" and summary.loc["bad", "verdict"] == "disagrees"
+    assert summary.loc["mut", "verdict"] == "caught" and summary.loc["gone", "verdict"] == "unavailable"
+    assert summary.loc["bad", "worst_case"] == "c2" and summary.loc["bad", "disagree"] == 1
+
+
+def test_agreement_matrix_and_groups():
+    pairs = pd.DataFrame([
+        ("c1", "a", "b", True, 0.0, True), ("c2", "a", "b", False, 1.0, True),
+        ("c1", "a", "m", False, 50.0, False), ("c2", "a", "m", False, 0.5, True),
+        ("c1", "b", "m", False, 50.0, False),
+    ], columns=["case_id", "a", "b", "identical", "max_ulp", "agree"])
+    m = tables.agreement_matrix(pairs)
+    assert m.loc["a", "b"] == m.loc["b", "a"] == 1.0 and m.loc["a", "m"] == 0.5 and m.loc["m", "m"] == 1.0
+    assert tables.agreement_matrix(pairs, "identical").loc["a", "b"] == 0.5
+    assert tables.groups(pairs, ["a", "b", "m"]) == [["a", "b"], ["m"]]
+    assert tables.groups(pairs, ["a", "b", "m"], "identical") == [["a"], ["b"], ["m"]]
