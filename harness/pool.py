@@ -13,12 +13,12 @@ from multiprocessing.connection import Connection
 
 
 class Worker:
-    def __init__(self, framework: str, timeout: float = 60.0, load_timeout: float = 300.0):
-        self.framework = framework
+    def __init__(self, name: str, timeout: float = 60.0, load_timeout: float = 300.0):
+        self.name = name
         self.timeout = timeout
         self.load_timeout = load_timeout
         self.proc: subprocess.Popen | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix=f"normdiff-{framework}-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(prefix=f"normdiff-{name}-", suffix=".log", delete=False)
         self.starts = 0
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -69,7 +69,7 @@ class Worker:
             self.requests.send(message)
             if not self.replies.poll(limit):
                 self._kill()
-                return ("timeout", f"no reply within {limit:g} s; the {self.framework} worker was "
+                return ("timeout", f"no reply within {limit:g} s; the {self.name} worker was "
                                    "killed and restarted")
             return self.replies.recv()
         except (EOFError, OSError, BrokenPipeError):
@@ -83,7 +83,7 @@ class Worker:
         else:
             how = f"exited with status {code}"
         tail = self._log_tail()
-        return f"the {self.framework} worker process {how}" + (f"; its last output: {tail}" if tail else "")
+        return f"the {self.name} worker process {how}" + (f"; its last output: {tail}" if tail else "")
 
     def _log_tail(self, limit: int = 300) -> str:
         self.log.flush()

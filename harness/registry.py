@@ -30,6 +30,9 @@ class Implementation:
     # Rows are independent, so the runner may concatenate the rows of same-shaped cases into one
     # call. Only for code whose results cannot depend on other rows (ours); never for user code.
     batch_rows: bool = False
+    # Which worker process runs it (default: one per framework). Slow-to-import sources such as
+    # transformers get their own, so they import side by side with the light ones.
+    worker: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -38,6 +41,7 @@ class Implementation:
             raise ValueError(f"implementation {self.name!r}: framework {self.framework!r} is not "
                              f"one of {FRAMEWORKS}")
         object.__setattr__(self, "pairs", frozenset(self.pairs))
+        object.__setattr__(self, "worker", self.worker or self.framework)
 
     def supports(self, op: str, convention: str) -> bool:
         return (op, convention) in self.pairs

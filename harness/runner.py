@@ -142,7 +142,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
             data.outcomes += [Outcome(c, impl, compare.failure("unavailable", reason)) for c in suite.cases
                               if impl.supports(c.op, c.convention)]
         else:
-            runnable[impl.framework].append(impl)
+            runnable[impl.worker].append(impl)
     _unsupported(data, suite, impls)
 
     ready = threading.Event()
