@@ -30,9 +30,18 @@ class Report:
     def agreement(self, value: str = "agree") -> pd.DataFrame:
         return tables.agreement_matrix(self.pairs, value)
 
-    def groups(self, value: str = "agree") -> list[list[str]]:
+    def groups(self, value: str = "agree", dtype: str | None = None) -> list[list[str]]:
+        """Implementations linked by `value` on every shared case (of `dtype`, when given)."""
         ran = self.results[~self.results["outcome"].isin(tables.NOT_RUN)]
-        return tables.groups(self.pairs, sorted(ran["implementation"].unique()), value)
+        pairs = self.pairs
+        if dtype is not None:
+            ran, pairs = ran[ran["dtype"] == dtype], pairs[pairs["dtype"] == dtype]
+        return tables.groups(pairs, sorted(ran["implementation"].unique()), value)
+
+    def exact_families(self) -> dict[str, list[list[str]]]:
+        """Bit-exact families per dtype: float32 sums differ by reduction order, while in bf16 and
+        fp16 implementations with the same cast points are usually bit-identical."""
+        return {d: self.groups("identical", d) for d in sorted(self.results["dtype"].unique())}
 
 
 def versions() -> dict:
@@ -73,8 +82,9 @@ def summary_markdown(report: Report) -> str:
              "## Implementations", "", markdown_table(summary[SUMMARY_COLUMNS + ["worst_max_ulp", "worst_case"]]), "",
              "## Groups that agree on every shared case (within the ULP budget)", ""]
     lines += [f"- {', '.join(g)}" for g in report.groups("agree")]
-    lines += ["", "## Bit-exact families (identical outputs on every shared case)", ""]
-    lines += [f"- {', '.join(g)}" for g in report.groups("identical")]
+    lines += ["", "## Bit-exact families (identical outputs on every shared case of a dtype)", ""]
+    lines += [f"- {dtype}: " + "; ".join("{" + ", ".join(g) + "}" for g in fams)
+              for dtype, fams in report.exact_families().items()]
     bad = report.results[~report.results["outcome"].isin(tables.PASSING + tables.NOT_RUN)]
     if not bad.empty:
         worst = bad.sort_values("max_ulp", ascending=False).head(20)
@@ -112,8 +122,9 @@ def terminal(report: Report) -> str:
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         text = summary.to_string(index=False, float_format=lambda v: f"{v:.3g}")
     groups = "; ".join("{" + ", ".join(g) + "}" for g in report.groups("agree"))
-    exact = "; ".join("{" + ", ".join(g) + "}" for g in report.groups("identical"))
-    return f"{text}\n\nagreement groups: {groups}\nbit-exact families: {exact}\n"
+    exact = "\n".join(f"  {dtype:<9} " + "; ".join("{" + ", ".join(g) + "}" for g in fams)
+                      for dtype, fams in report.exact_families().items())
+    return f"{text}\n\nagreement groups: {groups}\nbit-exact families:\n{exact}\n"
 
 
 def progress_printer(stream=sys.stderr):

@@ -52,12 +52,12 @@ def pairs_frame(outcomes) -> pd.DataFrame:
             same_nonfinite = np.array_equal(~np.isfinite(x), ~np.isfinite(y))
             ok = np.isfinite(x) & np.isfinite(y)
             dist = np.abs(x - y)[ok] / fmt.ulp(np.maximum(np.abs(x), np.abs(y))[ok])
-            rows.append({"case_id": case_id, "a": a.impl.name, "b": b.impl.name,
+            rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
                          "identical": bool(np.array_equal(x, y, equal_nan=True)),
                          "max_ulp": float(dist.max()) if dist.size else 0.0,
                          "agree": bool(same_nonfinite and (dist.max() if dist.size else 0.0)
                                        <= a.measurement.tolerance_ulp)})
-    return pd.DataFrame(rows, columns=["case_id", "a", "b", "identical", "max_ulp", "agree"])
+    return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "max_ulp", "agree"])
 
 
 def summary(results: pd.DataFrame) -> pd.DataFrame:

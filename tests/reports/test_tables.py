@@ -24,12 +24,14 @@ def test_verdicts_and_failing_implementations():
 
 def test_agreement_matrix_and_groups():
     pairs = pd.DataFrame([
-        ("c1", "a", "b", True, 0.0, True), ("c2", "a", "b", False, 1.0, True),
-        ("c1", "a", "m", False, 50.0, False), ("c2", "a", "m", False, 0.5, True),
-        ("c1", "b", "m", False, 50.0, False),
-    ], columns=["case_id", "a", "b", "identical", "max_ulp", "agree"])
+        ("c1", "bfloat16", "a", "b", True, 0.0, True), ("c2", "float32", "a", "b", False, 1.0, True),
+        ("c1", "bfloat16", "a", "m", False, 50.0, False), ("c2", "float32", "a", "m", False, 0.5, True),
+        ("c1", "bfloat16", "b", "m", False, 50.0, False),
+    ], columns=["case_id", "dtype", "a", "b", "identical", "max_ulp", "agree"])
     m = tables.agreement_matrix(pairs)
     assert m.loc["a", "b"] == m.loc["b", "a"] == 1.0 and m.loc["a", "m"] == 0.5 and m.loc["m", "m"] == 1.0
     assert tables.agreement_matrix(pairs, "identical").loc["a", "b"] == 0.5
     assert tables.groups(pairs, ["a", "b", "m"]) == [["a", "b"], ["m"]]
     assert tables.groups(pairs, ["a", "b", "m"], "identical") == [["a"], ["b"], ["m"]]
+    bf16 = pairs[pairs["dtype"] == "bfloat16"]
+    assert tables.groups(bf16, ["a", "b", "m"], "identical") == [["a", "b"], ["m"]]
