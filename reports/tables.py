@@ -54,10 +54,12 @@ def pairs_frame(outcomes) -> pd.DataFrame:
             dist = np.abs(x - y)[ok] / fmt.ulp(np.maximum(np.abs(x), np.abs(y))[ok])
             rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
                          "identical": bool(np.array_equal(x, y, equal_nan=True)),
+                         "identical_elements": float(np.mean((x == y) | (np.isnan(x) & np.isnan(y)))),
                          "max_ulp": float(dist.max()) if dist.size else 0.0,
                          "agree": bool(same_nonfinite and (dist.max() if dist.size else 0.0)
                                        <= a.measurement.tolerance_ulp)})
-    return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "max_ulp", "agree"])
+    return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "identical_elements",
+                                       "max_ulp", "agree"])
 
 
 def summary(results: pd.DataFrame) -> pd.DataFrame:
@@ -104,8 +106,9 @@ def agreement_matrix(pairs: pd.DataFrame, value: str = "agree") -> pd.DataFrame:
     return matrix
 
 
-def groups(pairs: pd.DataFrame, names: list[str], value: str = "agree") -> list[list[str]]:
-    """Implementations linked by `value` on every case they share (connected components)."""
+def groups(pairs: pd.DataFrame, names: list[str], value: str = "agree", share: float = 1.0) -> list[list[str]]:
+    """Implementations linked by `value` on at least `share` of the cases they share (connected
+    components; share=1.0: on every case)."""
     parent = {n: n for n in names}
 
     def root(n):
@@ -115,9 +118,9 @@ def groups(pairs: pd.DataFrame, names: list[str], value: str = "agree") -> list[
         return n
 
     if not pairs.empty:
-        linked = pairs.groupby(["a", "b"])[value].all()
-        for (a, b), ok in linked.items():
-            if ok and a in parent and b in parent:
+        linked = pairs.groupby(["a", "b"])[value].mean()
+        for (a, b), fraction in linked.items():
+            if fraction >= share and a in parent and b in parent:
                 parent[root(a)] = root(b)
     members = defaultdict(list)
     for n in names:

@@ -24,10 +24,10 @@ def test_verdicts_and_failing_implementations():
 
 def test_agreement_matrix_and_groups():
     pairs = pd.DataFrame([
-        ("c1", "bfloat16", "a", "b", True, 0.0, True), ("c2", "float32", "a", "b", False, 1.0, True),
-        ("c1", "bfloat16", "a", "m", False, 50.0, False), ("c2", "float32", "a", "m", False, 0.5, True),
-        ("c1", "bfloat16", "b", "m", False, 50.0, False),
-    ], columns=["case_id", "dtype", "a", "b", "identical", "max_ulp", "agree"])
+        ("c1", "bfloat16", "a", "b", True, 1.0, 0.0, True), ("c2", "float32", "a", "b", False, 0.999, 1.0, True),
+        ("c1", "bfloat16", "a", "m", False, 0.1, 50.0, False), ("c2", "float32", "a", "m", False, 0.7, 0.5, True),
+        ("c1", "bfloat16", "b", "m", False, 0.1, 50.0, False),
+    ], columns=["case_id", "dtype", "a", "b", "identical", "identical_elements", "max_ulp", "agree"])
     m = tables.agreement_matrix(pairs)
     assert m.loc["a", "b"] == m.loc["b", "a"] == 1.0 and m.loc["a", "m"] == 0.5 and m.loc["m", "m"] == 1.0
     assert tables.agreement_matrix(pairs, "identical").loc["a", "b"] == 0.5
@@ -35,3 +35,5 @@ def test_agreement_matrix_and_groups():
     assert tables.groups(pairs, ["a", "b", "m"], "identical") == [["a"], ["b"], ["m"]]
     bf16 = pairs[pairs["dtype"] == "bfloat16"]
     assert tables.groups(bf16, ["a", "b", "m"], "identical") == [["a", "b"], ["m"]]
+    assert tables.groups(pairs, ["a", "b", "m"], "identical", share=0.5) == [["a", "b"], ["m"]]
+    assert tables.groups(pairs, ["a", "b", "m"], "identical_elements", share=0.99) == [["a", "b"], ["m"]]
