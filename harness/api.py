@@ -5,8 +5,6 @@ from normdiff.cases import suites
 from normdiff.harness import registry, runner
 from normdiff.harness.budgets import ULP_BUDGETS
 from normdiff.harness.registry import Implementation
-from normdiff.reports import tables
-from normdiff.reports.render import Report, versions
 
 
 def select(names: list[str] | None = None) -> list[Implementation]:
@@ -17,10 +15,14 @@ def select(names: list[str] | None = None) -> list[Implementation]:
 
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
-              timeout: float = 60.0, progress=None) -> Report:
+              timeout: float = 60.0, progress=None) -> "Report":
     suite = suites.load(suite) if isinstance(suite, str) else suite
     impls = implementations if implementations is not None else select()
-    data = runner.run(suite, impls, timeout=timeout, progress=progress)
+    # pandas (for the report) is imported while the workers compute, not before they start
+    data = runner.run(suite, impls, timeout=timeout, progress=progress, meanwhile=_import_reports)
+    from normdiff.reports import tables
+    from normdiff.reports.render import Report, versions
+
     results = tables.results_frame(data.outcomes)
     failing = tables.failing_implementations(results)
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
@@ -28,3 +30,7 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
             "exit_code": 1 if failing else 0, "failing": failing, "budgets": dict(ULP_BUDGETS),
             "versions": versions()}
     return Report(results, tables.pairs_frame(data.outcomes), meta)
+
+
+def _import_reports() -> None:
+    import normdiff.reports.render  # noqa: F401  (pandas)

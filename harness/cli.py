@@ -36,11 +36,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from normdiff.harness import api
-    from normdiff.reports import render
+    from normdiff.reports.progress import progress_printer
 
     impls = api.select(args.implementations)
     report = api.run_suite(args.suite, impls, timeout=args.timeout,
-                           progress=None if args.quiet else render.progress_printer())
+                           progress=None if args.quiet else progress_printer())
+    from normdiff.reports import render
+
     out = render.write(report, args.out)
     if not args.quiet:
         print(render.terminal(report))

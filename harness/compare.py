@@ -100,8 +100,12 @@ def _errors(m: Measurement, o: np.ndarray, ref: np.ndarray, fmt: FloatFormat, fi
     m.max_ulp = float(abs_ulps.max())
     m.p99_ulp = float(np.percentile(abs_ulps, 99))
     m.max_abs = float(np.abs(diff).max())
-    ref_norm = float(np.linalg.norm(np.where(ok, ref, 0.0)))
-    m.rel_l2 = float(np.linalg.norm(diff) / ref_norm) if ref_norm else float(np.linalg.norm(diff))
+    # sums of squares rather than np.linalg.norm: BLAS dot is slow under this machine's
+    # OPENBLAS_CORETYPE setting, and these are small arrays
+    diff_norm = float(np.sqrt(np.sum(diff * diff)))
+    ref_ok = np.where(ok, ref, 0.0)
+    ref_norm = float(np.sqrt(np.sum(ref_ok * ref_ok)))
+    m.rel_l2 = diff_norm / ref_norm if ref_norm else diff_norm
     m.zero_excess = float(((o == 0) & (ref != 0) & ok).mean())
     _ratio(m, o, ref, ok)
     # signed by the reference: a coherent scale error (low-precision statistics, bf16(1 + w))

@@ -131,8 +131,11 @@ def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: 
     sink.put(None)
 
 
-def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None) -> RunData:
-    """Run every case of `suite` through `impls`; one Outcome per case x implementation."""
+def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None,
+        meanwhile=None) -> RunData:
+    """Run every case of `suite` through `impls`; one Outcome per case x implementation.
+    `meanwhile()` is called on this thread once the workers have their tasks: work that overlaps
+    theirs (the CLI imports pandas for the report there)."""
     start = time.perf_counter()
     data = RunData()
     runnable: dict[str, list[Implementation]] = defaultdict(list)
@@ -162,6 +165,8 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         tasks[fw] = [t for impl in fw_impls for t in plan(prepared, impl)]
     total = sum(len(t.cases) for ts in tasks.values() for t in ts)
     ready.set()
+    if meanwhile:
+        meanwhile()
     try:
         _collect(data, sink, len(threads), total, progress)
     finally:

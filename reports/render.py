@@ -129,19 +129,3 @@ def terminal(report: Report) -> str:
     exact = "\n".join(f"  {dtype:<9} " + "; ".join("{" + ", ".join(g) + "}" for g in fams)
                       for dtype, fams in report.exact_families().items())
     return f"{text}\n\nagreement groups: {groups}\nbit-exact families (identical on >= {EXACT_SHARE:.0%} of elements):\n{exact}\n"
-
-
-def progress_printer(stream=sys.stderr):
-    """A one-line progress bar when `stream` is a terminal; otherwise nothing."""
-    if not stream.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / max(total, 1))
-        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} case x implementation")
-        if done >= total:
-            stream.write("\n")
-        stream.flush()
-
-    return show
