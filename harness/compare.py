@@ -44,6 +44,10 @@ class Measurement:
     span_rms_err: float = float("nan")  # max |rms(out) / rms(ref) - 1| over heads (or rows)
     row_bias_ulp: float = float("nan")  # max |mean magnitude error| of a row, in ulps
     channel_bias_ulp: float = float("nan")  # max |mean magnitude error| of a channel across rows
+    # plausibility: what a quick look would say (the mutants look right by these)
+    cosine: float = float("nan")  # cosine similarity to the reference
+    rms_ratio: float = float("nan")  # rms(out) / rms(ref)
+    assert_close: bool | None = None  # would torch.testing.assert_close's default tolerances pass?
     output_dtype: str = ""
     output_digest: str = ""
     detail: str = ""
@@ -107,11 +111,33 @@ def _errors(m: Measurement, o: np.ndarray, ref: np.ndarray, fmt: FloatFormat, fi
     ref_norm = float(np.sqrt(np.sum(ref_ok * ref_ok)))
     m.rel_l2 = diff_norm / ref_norm if ref_norm else diff_norm
     m.zero_excess = float(((o == 0) & (ref != 0) & ok).mean())
+    _plausibility(m, np.where(ok, o, 0.0), ref_ok, o, ref, fmt)
     _ratio(m, o, ref, ok)
     # signed by the reference: a coherent scale error (low-precision statistics, bf16(1 + w))
     # shows as a mean away from 0, while correct rounding averages out
     _biases(m, np.where(ok, ulps * np.sign(ref), 0.0), ok)
     _span_rms(m, np.where(ok, o, 0.0), np.where(ok, ref, 0.0), num_heads)
+
+
+# torch.testing.assert_close's default (rtol, atol) per dtype, from its documentation; the test
+# tests/harness/test_compare.py checks this copy against torch itself
+ASSERT_CLOSE_DEFAULTS = {"float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5),
+                         "float64": (1e-7, 1e-7)}
+
+
+def _plausibility(m: Measurement, o_ok, ref_ok, o, ref, fmt: FloatFormat) -> None:
+    norms = np.sqrt(np.sum(o_ok * o_ok)) * np.sqrt(np.sum(ref_ok * ref_ok))
+    m.cosine = float(np.sum(o_ok * ref_ok) / norms) if norms else float("nan")
+    ref_rms = np.sqrt(np.mean(ref_ok * ref_ok))
+    m.rms_ratio = float(np.sqrt(np.mean(o_ok * o_ok)) / ref_rms) if ref_rms else float("nan")
+    # assert_close(actual=out, expected=a correct output: the reference rounded to the dtype),
+    # judged on values alone (its check_dtype is left out: output_dtype records that)
+    rtol, atol = ASSERT_CLOSE_DEFAULTS[fmt.name]
+    expected = fmt.round(ref)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(o - expected) <= atol + rtol * np.abs(expected)
+    close |= o == expected  # equal infinities pass; NaN never does (equal_nan=False)
+    m.assert_close = bool(close.all())
 
 
 def _ratio(m: Measurement, o, ref, ok) -> None:

@@ -92,3 +92,28 @@ def test_zero_flush_detector():
     out = bf16(REF)
     out[0] = 0
     assert judge(out, REF, BF16, 2.0).zero_excess == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_assert_close_flag_matches_torch(dtype):
+    torch = pytest.importorskip("torch")
+    fmt = get_format(dtype)
+    ref = REF.copy()
+    tdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    expected = torch.tensor(fmt.round(ref), dtype=torch.float64).to(tdtype)
+    for scale in (1.0, 1 + 1e-6, 1 + 2e-3, 1 + 3e-2, 2.0):
+        out_f64 = fmt.round(ref * scale)
+        out = out_f64.astype(fmt.np_dtype)
+        try:
+            torch.testing.assert_close(torch.tensor(out_f64).to(tdtype), expected)
+            torch_says = True
+        except AssertionError:
+            torch_says = False
+        assert judge(out, ref, fmt, 2.0).assert_close == torch_says, (dtype, scale)
+
+
+def test_plausibility_figures():
+    m = judge(bf16(2 * REF), REF, BF16, 2.0)
+    assert m.cosine == pytest.approx(1.0, abs=1e-4) and m.rms_ratio == pytest.approx(2.0, rel=1e-3)
+    assert m.assert_close is False
+    assert judge(bf16(REF), REF, BF16, 2.0).assert_close is True
