@@ -190,6 +190,13 @@ CONVENTIONS: dict[str, Convention] = {
             "rms_norm": Contract("rms_norm", weight_offset=1.0),
             "qk_norm": Contract("qk_norm", weight_offset=1.0),
         }),
+        # Not a model family: the framework built-ins' documented semantics, so that they can be
+        # declared against a contract they really implement and measured beside the models'.
+        Convention("torch", "framework built-ins: torch.nn.RMSNorm / F.rms_norm (plain gamma, one "
+                            "rounding) and F.normalize (x / max(norm, eps), eps 1e-12)", {
+            "rms_norm": Contract("rms_norm"),
+            "l2_norm": Contract("l2_norm", statistic="sum_square", eps_placement="clamp", eps=1e-12),
+        }),
     )
 }
 

@@ -51,7 +51,7 @@ class Implementation:
         for module in FRAMEWORK_MODULES[self.framework] + self.requires:
             if importlib.util.find_spec(module) is None:
                 extra = {"torch": "torch", "jax": "jax", "jaxlib": "jax",
-                         "transformers": "hf"}.get(module, "all")
+                         "transformers": "hf", "flax": "flax"}.get(module, "all")
                 return (f"{module} is not installed; install it with "
                         f"`pip install 'normdiff[{extra}]'`")
         return None

@@ -4,6 +4,51 @@ from __future__ import annotations
 from normdiff.harness.contracts import pairs
 from normdiff.harness.registry import Implementation
 
+# HuggingFace transformers families: entry attribute in implementations/hf.py -> (convention, ops,
+# classes). The ops must match hf.FAMILIES (tests/implementations/test_hf.py checks); they are
+# spelled out here so that listing the registry never imports torch or transformers.
+HF_FAMILIES = {
+    "qwen3": ("qwen3", ("rms_norm", "qk_norm"), "Qwen3RMSNorm; q_norm through Qwen3Attention"),
+    "qwen3_5": ("qwen3.5", ("rms_norm", "gated_rms_norm", "l2_norm", "qk_norm"),
+                "Qwen3_5RMSNorm, Qwen3_5RMSNormGated, l2norm; q_norm through Qwen3_5Attention"),
+    "qwen3_next": ("qwen3-next", ("rms_norm", "gated_rms_norm", "l2_norm", "qk_norm"),
+                   "Qwen3NextRMSNorm, Qwen3NextRMSNormGated, l2norm; q_norm through Qwen3NextAttention"),
+    "olmo2": ("olmo2", ("rms_norm", "qk_norm"), "Olmo2RMSNorm; full-vector q_norm through Olmo2Attention"),
+    "gemma3": ("gemma3", ("rms_norm", "qk_norm"), "Gemma3RMSNorm; q_norm through Gemma3Attention"),
+    "llama": ("llama", ("rms_norm",), "LlamaRMSNorm"),
+}
+
+
+def hf_implementations() -> list[Implementation]:
+    # batch_rows: these layers treat rows independently; through the attention path rows are
+    # tokens, and nothing mixes tokens before q_norm (hf.py explains)
+    return [Implementation(f"hf-{conv}", "model", "torch", f"normdiff.implementations.hf:{attr}",
+                           frozenset((op, conv) for op in ops), f"transformers {classes}",
+                           requires=("transformers",), batch_rows=True, worker="hf")
+            for attr, (conv, ops, classes) in HF_FAMILIES.items()]
+
+
+def builtin_implementations() -> list[Implementation]:
+    # plain gamma, one rounding: olmo2's and torch's rms_norm and olmo2's full-vector qk_norm
+    # (builtins.py says why not llama / qwen3)
+    one_rounding = frozenset({("rms_norm", "olmo2"), ("rms_norm", "torch"), ("qk_norm", "olmo2")})
+    torch_entry, flax_entry = "normdiff.implementations.builtins:", "normdiff.implementations.builtins_jax:"
+    return [
+        Implementation("torch-F.rms_norm", "framework", "torch", torch_entry + "functional_rms_norm",
+                       one_rounding, "torch.nn.functional.rms_norm", batch_rows=True),
+        Implementation("torch-nn.RMSNorm", "framework", "torch", torch_entry + "module_rms_norm",
+                       one_rounding, "torch.nn.RMSNorm, weight in the case dtype", batch_rows=True),
+        Implementation("torch-F.normalize", "framework", "torch", torch_entry + "normalize",
+                       frozenset({("l2_norm", "torch")}), "torch.nn.functional.normalize (p=2, eps 1e-12)",
+                       batch_rows=True),
+        Implementation("flax-rmsnorm", "framework", "jax", flax_entry + "rms_norm", one_rounding,
+                       "flax.nnx.RMSNorm with its defaults (returns float32 for bf16/fp16 input)",
+                       requires=("flax",), batch_rows=True),
+        Implementation("flax-rmsnorm-dtype", "framework", "jax", flax_entry + "rms_norm_in_dtype",
+                       one_rounding, "flax.nnx.RMSNorm(dtype=param_dtype=input dtype)",
+                       requires=("flax",), batch_rows=True),
+    ]
+
 
 def builtin() -> list[Implementation]:
     every_pair = frozenset(pairs())
@@ -17,4 +62,4 @@ def builtin() -> list[Implementation]:
         Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
                        "own JAX (jax.numpy, jitted once per op and cast, eps traced)",
                        batch_rows=True),
-    ]
+    ] + hf_implementations() + builtin_implementations()

@@ -50,7 +50,7 @@ class Report:
 
 def versions() -> dict:
     found = {"python": platform.python_version(), "platform": platform.platform()}
-    for dist in ("normdiff", "numpy", "ml_dtypes", "pandas", "torch", "jax", "jaxlib", "transformers"):
+    for dist in ("normdiff", "numpy", "ml_dtypes", "pandas", "torch", "jax", "jaxlib", "transformers", "flax"):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -20,9 +20,12 @@ def test_run_smoke_writes_the_report(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = pd.read_csv(tmp_path / "r" / "results.csv")
     assert set(REQUIRED) <= set(results.columns)
-    assert set(results["kind"]) == {"own"}
+    kinds = set(results["kind"])  # the own implementations, plus transformers / built-ins where installed
+    assert "own" in kinds and kinds <= {"own", "model", "framework"}
     assert set(results["implementation"]) >= {"numpy", "torch", "jax"}
-    assert set(results["outcome"]) <= {"identical", "agree"}
+    ran = results[results["outcome"] != "unsupported"]  # HF families cover few pairs
+    assert set(ran["outcome"]) <= {"identical", "agree"}
+    assert set(results[results["kind"] == "own"]["outcome"]) <= {"identical", "agree"}
     agreement = pd.read_csv(tmp_path / "r" / "agreement.csv", index_col=0)
     assert (agreement.loc[["numpy", "torch", "jax"], ["numpy", "torch", "jax"]] == 1.0).all().all()
     summary = (tmp_path / "r" / "summary.md").read_text()

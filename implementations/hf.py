@@ -1,0 +1,258 @@
+"""The real HuggingFace `transformers` layers, built from small configs in code: nothing downloads.
+
+One adapter per model family, named by the attribute the registry entry points at
+("normdiff.implementations.hf:qwen3"). The attribute is resolved by this module's `__getattr__`,
+which imports only that family's modeling module (the first costs ~1.6 s of shared transformers
+machinery after torch, each further one 5-20 ms) and checks that every class the family needs is
+there. A missing class raises ImportError naming it and the installed transformers version, which
+the worker reports as `unavailable` with that reason: nothing is skipped silently.
+
+How each op reaches the real code (weights are parameters in the case dtype, as in a model loaded
+in that dtype, and receive the case's exact bits):
+  rms_norm        the family's RMSNorm class (Qwen3RMSNorm, Qwen3_5RMSNorm, Olmo2RMSNorm, ...).
+  gated_rms_norm  the RMSNormGated class (Qwen3.5, Qwen3-Next linear attention).
+  l2_norm         the modeling module's `l2norm` function, called as the model calls it: the gated
+                  delta rule upcasts q and k to float32 before `l2norm` (both the chunked and the
+                  recurrent path), so x is upcast here too and the float32 result rounded to the
+                  case dtype for comparison. (`l2norm` itself computes in its input's dtype.)
+  qk_norm         through the real attention module: an `XxxAttention` built from a small config
+                  (hidden = heads * head_dim, as many key/value heads as query heads, no bias, eps
+                  from the contract, eager attention), with q_proj and k_proj made exact identities
+                  and the case weight copied into q_norm and k_norm. x goes in as hidden_states
+                  (1, T, H*D): rows become tokens, which are independent up to the norms because the
+                  projections are per token and nothing mixes tokens before q_norm (so batching
+                  rows is safe). Forward hooks capture q_norm's and k_norm's input and output; the
+                  input must equal x bit for bit (the identity really is exact, checked on every
+                  call) and k's output must equal q's (same weight); q's output is returned. This
+                  exercises the real reshape to heads (per head for Qwen3/Qwen3.5/Qwen3-Next/Gemma3,
+                  the full H*D vector for OLMo2). Qwen3.5 and Qwen3-Next have a gated q_proj that
+                  emits (query, gate) per head: its identity puts x in each head's query half and
+                  zeros in the gate half, still an exact selection, so these run through the
+                  attention module too. Position embeddings are position 0 (cos 1, sin 0) and the
+                  mask is causal; both act after the hooks, so neither changes the result.
+An identity matmul is exact in float32, bfloat16 and float16: each output is one product x * 1 plus
+exact zeros (PyTorch's CPU kernels accumulate in float32 or wider), so q_norm sees exactly x. One
+exception, measured with torch 2.13 CPU: the bf16 GEMM flushes bf16 *subnormals* (|x| < 2^-126,
+~1.2e-38) to zero (float16 and float32 keep theirs). No suite regime comes near them, and the
+per-call check turns such an input into an error instead of a measurement on other inputs.
+
+The RMSNorm classes carry `use_kernel_forward_from_hub`, which swaps in a hub kernel only when the
+`kernels` package is installed and a model is explicitly kernelized; neither happens here, and
+HF_HUB_OFFLINE is set in the worker so that nothing can try to download.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib import metadata
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: never reach a hub
+
+import torch  # noqa: E402  (only ever imported inside the hf worker)
+
+from normdiff.cases.model import CaseInputs  # noqa: E402
+from normdiff.harness.contracts import Contract  # noqa: E402
+from normdiff.implementations.torch_own import to_torch  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where one model family's layers live in transformers, and how its attention lays out q."""
+
+    convention: str
+    module: str  # the modeling module, imported only when this family's adapter is loaded
+    config: str = ""  # config class as imported into the modeling module (for the attention)
+    norm: str = ""  # rms_norm
+    gated: str = ""  # gated_rms_norm
+    l2norm: str = ""  # l2_norm (a function)
+    attention: str = ""  # qk_norm: the attention class whose q_norm / k_norm is measured
+    gated_query: bool = False  # q_proj emits (query, gate) per head (Qwen3.5, Qwen3-Next)
+    heads_first: bool = False  # q_norm sees (batch, heads, tokens, head_dim) (Gemma3)
+
+    def ops(self) -> dict[str, str]:
+        """op -> the name it needs from the modeling module, for the ops this family has."""
+        needs = {"rms_norm": self.norm, "gated_rms_norm": self.gated, "l2_norm": self.l2norm,
+                 "qk_norm": self.attention}
+        return {op: name for op, name in needs.items() if name}
+
+    def names(self) -> list[str]:
+        return list(self.ops().values()) + ([self.config] if self.attention else [])
+
+
+_MODELS = "transformers.models."
+FAMILIES: dict[str, Family] = {
+    "qwen3": Family("qwen3", _MODELS + "qwen3.modeling_qwen3", "Qwen3Config", "Qwen3RMSNorm",
+                    attention="Qwen3Attention"),
+    "qwen3_5": Family("qwen3.5", _MODELS + "qwen3_5.modeling_qwen3_5", "Qwen3_5TextConfig",
+                      "Qwen3_5RMSNorm", "Qwen3_5RMSNormGated", "l2norm", "Qwen3_5Attention",
+                      gated_query=True),
+    "qwen3_next": Family("qwen3-next", _MODELS + "qwen3_next.modeling_qwen3_next", "Qwen3NextConfig",
+                         "Qwen3NextRMSNorm", "Qwen3NextRMSNormGated", "l2norm", "Qwen3NextAttention",
+                         gated_query=True),
+    "olmo2": Family("olmo2", _MODELS + "olmo2.modeling_olmo2", "Olmo2Config", "Olmo2RMSNorm",
+                    attention="Olmo2Attention"),
+    "gemma3": Family("gemma3", _MODELS + "gemma3.modeling_gemma3", "Gemma3TextConfig",
+                     "Gemma3RMSNorm", attention="Gemma3Attention", heads_first=True),
+    "llama": Family("llama", _MODELS + "llama.modeling_llama", norm="LlamaRMSNorm"),
+}
+
+
+def transformers_version() -> str:
+    try:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def load(family: Family) -> "FamilyAdapter":
+    """Import the family's modeling module and resolve its names; ImportError says what is missing."""
+    try:
+        module = importlib.import_module(family.module)
+    except ImportError as exc:
+        raise ImportError(f"transformers {transformers_version()} has no {family.module} "
+                          f"({exc})") from exc
+    missing = [name for name in family.names() if not hasattr(module, name)]
+    if missing:
+        raise ImportError(f"{', '.join(missing)} not found in {family.module} "
+                          f"(transformers {transformers_version()})")
+    return FamilyAdapter(family, {name: getattr(module, name) for name in family.names()})
+
+
+_LOADED: dict[str, "FamilyAdapter"] = {}
+
+
+def __getattr__(name: str):
+    """`hf.qwen3` etc.: the family's adapter, imported on first access (PEP 562)."""
+    if name not in FAMILIES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _LOADED:
+        _LOADED[name] = load(FAMILIES[name])
+    return _LOADED[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention with identity projections
+
+
+def identity_attention(attention_cls, config_cls, heads: int, head_dim: int, eps: float,
+                       dtype: torch.dtype, gated_query: bool) -> torch.nn.Module:
+    """The real attention module, sized for the case, whose q_proj / k_proj return x exactly."""
+    width = heads * head_dim
+    config = config_cls(hidden_size=width, num_attention_heads=heads, num_key_value_heads=heads,
+                        head_dim=head_dim, attention_bias=False, attention_dropout=0.0,
+                        rms_norm_eps=eps)
+    config._attn_implementation = "eager"  # the plain PyTorch path: no sdpa / flash dispatch
+    attention = attention_cls(config, layer_idx=0).to(dtype).eval()
+    eye = torch.eye(width, dtype=dtype)
+    with torch.no_grad():
+        attention.k_proj.weight.copy_(eye)
+        attention.q_proj.weight.copy_(gated_identity(eye, heads) if gated_query else eye)
+    return attention
+
+
+def gated_identity(eye: torch.Tensor, heads: int) -> torch.Tensor:
+    """q_proj weight for a gated query: per head, the head's rows of the identity (query half)
+    followed by as many zero rows (gate half), matching `view(..., H, 2D).chunk(2, -1)`."""
+    per_head = eye.view(heads, -1, eye.shape[1])
+    return torch.cat([per_head, torch.zeros_like(per_head)], dim=1).reshape(-1, eye.shape[1])
+
+
+def position_zero(tokens: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE (cos, sin) of position 0 for every token: the rotation is the identity."""
+    return torch.ones(1, tokens, head_dim, dtype=dtype), torch.zeros(1, tokens, head_dim, dtype=dtype)
+
+
+def causal_mask(tokens: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.full((tokens, tokens), torch.finfo(dtype).min, dtype=dtype).triu(1)[None, None]
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN where NaN (torch.equal treats NaN as unequal)."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+# ---------------------------------------------------------------------------------------------
+# The adapter
+
+
+class FamilyAdapter:
+    """adapter(op, contract, inputs) for one family. Modules are cached per shape, eps and dtype;
+    weights are copied in on every call."""
+
+    def __init__(self, family: Family, parts: dict):
+        self.family, self.parts = family, parts
+        self.modules: dict[tuple, torch.nn.Module] = {}
+
+    def __repr__(self) -> str:
+        return f"<transformers {transformers_version()} {self.family.convention} adapter>"
+
+    def part(self, op: str):
+        return self.parts[self.family.ops()[op]]
+
+    def module(self, key: tuple, make) -> torch.nn.Module:
+        if key not in self.modules:
+            self.modules[key] = make()
+        return self.modules[key]
+
+    def __call__(self, op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
+        if op not in self.family.ops():
+            raise ValueError(f"transformers' {self.family.convention} has no {op}")
+        a = {name: to_torch(array) for name, array in inputs.arrays.items()}
+        with torch.inference_mode():
+            if op == "l2_norm":  # as the delta rule calls it: on float32 q / k
+                return self.part(op)(a["x"].float(), dim=-1, eps=contract.eps).to(a["x"].dtype)
+            if op == "qk_norm":
+                return self.qk_norm(a["x"], a["weight"], inputs.num_heads, contract.eps)
+            norm = self.norm(op, a["x"].shape[-1], contract.eps, a["x"].dtype)
+            norm.weight.copy_(a["weight"])
+            return norm(a["x"], a["gate"]) if op == "gated_rms_norm" else norm(a["x"])
+
+    def norm(self, op: str, width: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
+        return self.module((op, width, eps, dtype), lambda: self.part(op)(width, eps=eps).to(dtype))
+
+    def attention(self, heads: int, head_dim: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
+        f = self.family
+        return self.module(("qk_norm", heads, head_dim, eps, dtype), lambda: identity_attention(
+            self.part("qk_norm"), self.parts[f.config], heads, head_dim, eps, dtype, f.gated_query))
+
+    def qk_norm(self, x: torch.Tensor, weight: torch.Tensor, heads: int, eps: float) -> torch.Tensor:
+        tokens, width = x.shape
+        attention = self.attention(heads, width // heads, eps, x.dtype)
+        for norm in (attention.q_norm, attention.k_norm):
+            norm.weight.copy_(fit_weight(weight, norm.weight, heads))
+        seen = {}
+        hooks = [getattr(attention, name).register_forward_hook(
+                     lambda _m, args, out, name=name: seen.__setitem__(name, (args[0], out)))
+                 for name in ("q_norm", "k_norm")]
+        try:
+            attention(hidden_states=x.view(1, tokens, width),
+                      position_embeddings=position_zero(tokens, width // heads, x.dtype),
+                      attention_mask=causal_mask(tokens, x.dtype))
+        finally:
+            for hook in hooks:
+                hook.remove()
+        (q_in, q), (k_in, k) = ([self.by_token(t, tokens) for t in seen[n]] for n in ("q_norm", "k_norm"))
+        if not (same(q_in, x) and same(k_in, x)):
+            raise RuntimeError("the identity q_proj / k_proj did not reproduce x exactly; "
+                               "qk_norm would be measured on different inputs")
+        if not same(q, k):
+            raise RuntimeError("q_norm and k_norm disagree although they hold the same weight")
+        return q
+
+    def by_token(self, t: torch.Tensor, tokens: int) -> torch.Tensor:
+        """A hooked tensor as (tokens, H*D), whatever layout the family's q_norm sees."""
+        if self.family.heads_first:
+            t = t.transpose(1, 2)
+        return t.reshape(tokens, -1)
+
+
+def fit_weight(weight: torch.Tensor, param: torch.Tensor, heads: int) -> torch.Tensor:
+    """The case weight in the parameter's shape. A (D,) weight for a full-vector (H*D,) q_norm is
+    tiled over the heads (numpy_own's rule), so OLMo2's layer can run on per-head cases."""
+    if weight.shape == param.shape:
+        return weight
+    if weight.numel() * heads == param.numel():
+        return weight.repeat(heads)
+    raise ValueError(f"weight of shape {tuple(weight.shape)} does not fit q_norm's "
+                     f"{tuple(param.shape)} with {heads} heads")
