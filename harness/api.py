@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from normdiff.cases import suites
-from normdiff.harness import registry, runner
+from normdiff.harness import findings, registry, runner
 from normdiff.harness.budgets import ULP_BUDGETS
 from normdiff.harness.registry import Implementation
 
@@ -23,11 +23,12 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     from normdiff.reports import tables
     from normdiff.reports.render import Report, versions
 
-    results = tables.results_frame(data.outcomes)
+    results, stale = findings.annotate(tables.results_frame(data.outcomes))
     failing = tables.failing_implementations(results)
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
             "cases": len(suite), "implementations": len(impls), "seconds": data.seconds,
-            "exit_code": 1 if failing else 0, "failing": failing, "budgets": dict(ULP_BUDGETS),
+            "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
+            "budgets": dict(ULP_BUDGETS),
             "versions": versions()}
     return Report(results, tables.pairs_frame(data.outcomes), meta)
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from normdiff.harness.budgets import channel_bias_budget
 from normdiff.harness.dtypes import FloatFormat, format_of
 
 OUTCOMES = ("identical", "agree", "disagree", "nan_mismatch", "error", "crashed", "timeout",
@@ -44,6 +45,7 @@ class Measurement:
     span_rms_err: float = float("nan")  # max |rms(out) / rms(ref) - 1| over heads (or rows)
     row_bias_ulp: float = float("nan")  # max |mean magnitude error| of a row, in ulps
     channel_bias_ulp: float = float("nan")  # max |mean magnitude error| of a channel across rows
+    channel_bias_budget: float = float("nan")  # judged only with enough rows (budgets.py)
     # plausibility: what a quick look would say (the mutants look right by these)
     cosine: float = float("nan")  # cosine similarity to the reference
     rms_ratio: float = float("nan")  # rms(out) / rms(ref)
@@ -91,7 +93,20 @@ def judge(out, ref: np.ndarray, fmt: FloatFormat, budget: float, num_heads: int 
             m.outcome = "identical"
         else:
             m.outcome = "agree" if m.max_ulp <= budget else "disagree"
+    _judge_channel_bias(m, ref)
     return m
+
+
+def _judge_channel_bias(m: Measurement, ref: np.ndarray) -> None:
+    rows = int(np.prod(ref.shape[:-1]))
+    limit = channel_bias_budget(rows)
+    if limit is None:
+        return
+    m.channel_bias_budget = limit
+    if m.outcome == "agree" and m.channel_bias_ulp > limit:
+        m.outcome = "disagree"
+        m.detail = (f"coherent per-channel scale error: a channel's mean error is {m.channel_bias_ulp:.2f} ulp "
+                    f"over {rows} rows (budget {limit:.2f}), while every element is within {m.max_ulp:.2f} ulp")
 
 
 def _errors(m: Measurement, o: np.ndarray, ref: np.ndarray, fmt: FloatFormat, finite, num_heads) -> None:

@@ -63,7 +63,8 @@ class Contract:
     Exact maths (what the float64 oracle evaluates):
       stat  = mean(x^2) | sum(x^2) | mean((x - mean x)^2)      over `scope`
       y     = x / sqrt(stat + eps)       (eps_placement "inside";
-              x / (sqrt(stat) + eps) "outside"; x / max(sqrt(stat), eps) "clamp"; none: no eps)
+              x / (sqrt(stat) + eps) "outside"; x / max(sqrt(stat), eps) "clamp"; none: no eps;
+                                          `inverted` multiplies by the denominator instead)
       y    *= weight_offset + w          (when the op has a weight)
       y    *= act(gate)                  (gated op; "gate_then_norm" multiplies x first instead)
 
@@ -89,6 +90,8 @@ class Contract:
     cast: str = "one_rounding"
     stats_dtype: str = "float32"
     offset_dtype: str = "float32"
+    # multiply by the denominator instead of dividing by it (the rsqrt-inverted bug)
+    inverted: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -119,6 +122,8 @@ class Contract:
                 "variance": "var(x)"}[self.statistic]
         norm = {"inside": f"x * rsqrt({stat} + eps)", "outside": f"x / (sqrt({stat}) + eps)",
                 "clamp": f"x / max(sqrt({stat}), eps)", "none": f"x * rsqrt({stat})"}[self.eps_placement]
+        if self.inverted:
+            norm = f"x / ({norm.replace('x * ', '', 1).replace('x / ', '1 / ', 1)})"
         if self.gate_order == "gate_then_norm" and spec.has_gate:
             norm = norm.replace("x", f"(x*{self.gate_activation}(z))")
         parts = [norm]

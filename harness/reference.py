@@ -29,17 +29,21 @@ def _statistic(xs: np.ndarray, kind: str) -> np.ndarray:
     return np.mean(centred * centred, axis=-1, keepdims=True)
 
 
-def _normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
-    stat = _statistic(xs, contract.statistic)
+def _denominator(stat: np.ndarray, contract: Contract) -> np.ndarray:
     eps = contract.eps
+    if contract.eps_placement == "inside":
+        return np.sqrt(stat + eps)
+    if contract.eps_placement == "outside":
+        return np.sqrt(stat) + eps
+    if contract.eps_placement == "clamp":
+        return np.maximum(np.sqrt(stat), eps)
+    return np.sqrt(stat)  # "none": 0/0 is NaN, as the buggy code gives
+
+
+def _normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
+    denominator = _denominator(_statistic(xs, contract.statistic), contract)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if contract.eps_placement == "inside":
-            return xs / np.sqrt(stat + eps)
-        if contract.eps_placement == "outside":
-            return xs / (np.sqrt(stat) + eps)
-        if contract.eps_placement == "clamp":
-            return xs / np.maximum(np.sqrt(stat), eps)
-        return xs / np.sqrt(stat)  # "none": 0/0 is NaN, as the buggy code gives
+        return xs * denominator if contract.inverted else xs / denominator
 
 
 def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The built-in implementations, as registry entries (descriptions only: nothing is imported)."""
 from __future__ import annotations
 
+from normdiff.harness.bugs import BUGS
 from normdiff.harness.contracts import pairs
 from normdiff.harness.registry import Implementation
 
@@ -50,6 +51,13 @@ def builtin_implementations() -> list[Implementation]:
     ]
 
 
+def mutant_implementations() -> list[Implementation]:
+    # one per catalogued bug, each run on the (op, convention) whose contract it corrupts
+    return [Implementation(bug.id, "mutant", "torch", f"normdiff.implementations.mutants:{bug.id}",
+                           frozenset({(bug.op, bug.convention)}), bug.symptom, batch_rows=True)
+            for bug in BUGS.values()]
+
+
 def builtin() -> list[Implementation]:
     every_pair = frozenset(pairs())
     return [
@@ -62,4 +70,4 @@ def builtin() -> list[Implementation]:
         Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
                        "own JAX (jax.numpy, jitted once per op and cast, eps traced)",
                        batch_rows=True),
-    ] + hf_implementations() + builtin_implementations()
+    ] + hf_implementations() + builtin_implementations() + mutant_implementations()

@@ -89,7 +89,13 @@ def _act(z, kind: str):
 
 
 def _inverse_scale(xs, c: Contract, dtype, eps):
-    """1 / (the denominator), float32, one value per normalised span."""
+    """1 / (the denominator), float32, one value per normalised span (the denominator itself for
+    the inverted contract)."""
+    inverse = _reciprocal_denominator(xs, c, dtype, eps)
+    return 1.0 / inverse if c.inverted else inverse
+
+
+def _reciprocal_denominator(xs, c: Contract, dtype, eps):
     low = c.stats_dtype == "input"
     rnd = functools.partial(_round, dtype=dtype if low else jnp.float32)
     xs = rnd(xs)

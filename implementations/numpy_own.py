@@ -19,7 +19,13 @@ def _act(z: np.ndarray, kind: str) -> np.ndarray:
 
 
 def _inverse_scale(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
-    """1 / (the denominator), float32, one value per normalised span."""
+    """1 / (the denominator), float32, one value per normalised span; the denominator itself
+    for the inverted contract."""
+    inverse = _reciprocal_denominator(xs, c, dtype)
+    return 1.0 / inverse if c.inverted else inverse
+
+
+def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
     xs = xs.astype(dtype if c.stats_dtype == "input" else _F32)
     if c.statistic == "variance":
         xs = xs - xs.mean(-1, keepdims=True)

@@ -19,7 +19,8 @@ from normdiff.harness.contracts import Contract
 
 
 def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
-              statistic: str = "mean_square", stats_dtype: torch.dtype | None = None) -> torch.Tensor:
+              statistic: str = "mean_square", stats_dtype: torch.dtype | None = None,
+              inverted: bool = False) -> torch.Tensor:
     """xf / denominator over the last dim, in float32 (the statistic in `stats_dtype` if given)."""
     xs = xf if stats_dtype is None else xf.to(stats_dtype)
     if statistic == "variance":
@@ -38,7 +39,7 @@ def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
         inverse = 1.0 / stat.sqrt().clamp_min(eps)
     else:  # "none": 0 / 0 gives NaN, as the buggy code does
         inverse = torch.rsqrt(stat)
-    return xf * inverse
+    return xf / inverse if inverted else xf * inverse  # inverted: the rsqrt-inverted bug
 
 
 def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -50,15 +51,15 @@ class Normaliser(nn.Module):
     """The weightless part every norm shares: x / denominator, with the statistic knobs."""
 
     def __init__(self, eps: float = 1e-6, eps_placement: str = "inside",
-                 statistic: str = "mean_square", stats_dtype: str = "float32"):
+                 statistic: str = "mean_square", stats_dtype: str = "float32", inverted: bool = False):
         super().__init__()
         self.eps, self.eps_placement, self.statistic = eps, eps_placement, statistic
-        self.stats_dtype = stats_dtype
+        self.stats_dtype, self.inverted = stats_dtype, inverted
 
     def normalise(self, xf: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """xf (float32) normalised, float32; `dtype` is the input's, for low-precision statistics."""
         stats = dtype if self.stats_dtype == "input" else None
-        return normalise(xf, self.eps, self.eps_placement, self.statistic, stats)
+        return normalise(xf, self.eps, self.eps_placement, self.statistic, stats, self.inverted)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.normalise(x.float(), x.dtype).to(x.dtype)
@@ -68,8 +69,8 @@ class L2Norm(Normaliser):
     """l2norm with every contract knob (the mutants change statistic and eps placement)."""
 
     def __init__(self, eps: float = 1e-6, eps_placement: str = "inside",
-                 statistic: str = "sum_square", stats_dtype: str = "float32"):
-        super().__init__(eps, eps_placement, statistic, stats_dtype)
+                 statistic: str = "sum_square", stats_dtype: str = "float32", inverted: bool = False):
+        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted)
 
 
 class RMSNorm(Normaliser):
@@ -82,8 +83,9 @@ class RMSNorm(Normaliser):
 
     def __init__(self, dim: int, eps: float = 1e-6, weight_offset: float = 0.0, cast: str = "llama",
                  eps_placement: str = "inside", statistic: str = "mean_square",
-                 stats_dtype: str = "float32", offset_dtype: str = "float32", dtype=None):
-        super().__init__(eps, eps_placement, statistic, stats_dtype)
+                 stats_dtype: str = "float32", offset_dtype: str = "float32", dtype=None,
+                 inverted: bool = False):
+        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted)
         # initialised to the identity scale: 1 for plain gamma, 0 for zero-centred
         self.weight = nn.Parameter(torch.full((dim,), 1.0 - weight_offset, dtype=dtype))
         self.weight_offset, self.cast, self.offset_dtype = weight_offset, cast, offset_dtype
@@ -170,7 +172,7 @@ def to_torch(array: np.ndarray) -> torch.Tensor:
 def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) -> nn.Module:
     """The module for `op` with every knob of contract `c`, weights in `dtype`."""
     stats = dict(eps=c.eps, eps_placement=c.eps_placement, statistic=c.statistic,
-                 stats_dtype=c.stats_dtype)
+                 stats_dtype=c.stats_dtype, inverted=c.inverted)
     if op == "l2_norm":
         return L2Norm(**stats)
     knobs = dict(stats, weight_offset=c.weight_offset, cast=c.cast, offset_dtype=c.offset_dtype,

@@ -89,11 +89,18 @@ def summary_markdown(report: Report) -> str:
     lines += ["", f"## Bit-exact families (bit-identical on at least {EXACT_SHARE:.0%} of the elements of shared cases)", ""]
     lines += [f"- {dtype}: " + "; ".join("{" + ", ".join(g) + "}" for g in fams)
               for dtype, fams in report.exact_families().items()]
-    bad = report.results[~report.results["outcome"].isin(tables.PASSING + tables.NOT_RUN)]
+    bad = tables.failing_rows(report.results)
     if not bad.empty:
         worst = bad.sort_values("max_ulp", ascending=False).head(20)
         lines += ["", "## Failing rows (worst 20)", "",
                   markdown_table(worst[["case_id", "implementation", "outcome", "max_ulp", "rel_l2", "detail"]])]
+    known = report.results[report.results["known_finding"].astype(bool)]
+    if not known.empty:
+        lines += ["", "## Known findings (real libraries that disagree with their contract; not failures)", ""]
+        for (impl, text), rows in known.groupby(["implementation", "known_finding"]):
+            lines.append(f"- **{impl}**, {len(rows)} case(s) ({', '.join(sorted(rows['case_id']))}): {text}")
+    for note in meta.get("stale_findings", []):
+        lines += ["", f"Known finding no longer reproduces: {note}"]
     lines += ["", "## Budgets (ULPs of the output dtype)", ""]
     lines += [f"- {dtype}: " + ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items())
               for dtype, per_op in meta["budgets"].items()]

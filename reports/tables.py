@@ -83,12 +83,20 @@ def verdict(rows: pd.DataFrame) -> str:
     failing = ~ran["outcome"].isin(PASSING)
     if (rows["kind"] == "mutant").all():
         return "caught" if failing.any() else "missed"
+    if "known_finding" in ran and failing.any() and ran.loc[failing, "known_finding"].astype(bool).all():
+        return "known finding"
     return "disagrees" if failing.any() else "agrees"
 
 
+def failing_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """Non-mutant rows outside identical/agree, not explained by a known finding."""
+    known = results["known_finding"].astype(bool) if "known_finding" in results else False
+    return results[(results["kind"] != "mutant") & ~results["outcome"].isin(PASSING + NOT_RUN) & ~known]
+
+
 def failing_implementations(results: pd.DataFrame) -> list[str]:
-    """Non-mutant implementations with any case outside identical/agree (unavailable excepted)."""
-    rows = results[(results["kind"] != "mutant") & ~results["outcome"].isin(PASSING + NOT_RUN)]
+    """Non-mutant implementations with an unexplained case outside identical/agree."""
+    rows = failing_rows(results)
     return sorted(rows["implementation"].unique())
 
 

@@ -117,3 +117,15 @@ def test_plausibility_figures():
     assert m.cosine == pytest.approx(1.0, abs=1e-4) and m.rms_ratio == pytest.approx(2.0, rel=1e-3)
     assert m.assert_close is False
     assert judge(bf16(REF), REF, BF16, 2.0).assert_close is True
+
+
+def test_channel_bias_needs_many_rows_and_then_catches_a_fixed_channel_error():
+    rows = rng.choice([-1, 1], (128, 64)) * rng.uniform(1.1, 1.9, (128, 64))
+    scale = np.ones(64)
+    scale[::4] = 1 + 2.0**-8  # every fourth channel 0.5-1 ulp too large, in every row
+    biased = judge(bf16(rows * scale), rows, BF16, 2.0)
+    assert biased.max_ulp <= 2.0 and biased.outcome == "disagree" and "per-channel" in biased.detail
+    assert biased.channel_bias_budget == pytest.approx(0.53, abs=0.01)
+    assert judge(bf16(rows), rows, BF16, 2.0).outcome == "identical"
+    few = judge(bf16(rows[:8] * scale), rows[:8], BF16, 2.0)
+    assert few.outcome == "agree" and np.isnan(few.channel_bias_budget)  # 8 rows: not judged

@@ -37,3 +37,17 @@ def test_agreement_matrix_and_groups():
     assert tables.groups(bf16, ["a", "b", "m"], "identical") == [["a", "b"], ["m"]]
     assert tables.groups(pairs, ["a", "b", "m"], "identical", share=0.5) == [["a", "b"], ["m"]]
     assert tables.groups(pairs, ["a", "b", "m"], "identical_elements", share=0.99) == [["a", "b"], ["m"]]
+
+
+def test_known_findings_stay_in_the_table_but_do_not_fail_the_run():
+    from normdiff.harness.findings import Finding, annotate
+
+    r = results([("c1", "lib", "framework", "numpy", "nan_mismatch", None),
+                 ("c2", "lib", "framework", "numpy", "disagree", 9.0)])
+    r["regime"] = ["zero_rows", "normal"]
+    finding = Finding("lib", "nan_mismatch", (("regime", "zero_rows"),), "0/0 in fp16")
+    annotated, stale = annotate(r, (finding,))
+    assert annotated["known_finding"].tolist() == ["0/0 in fp16", ""]
+    assert tables.failing_rows(annotated)["case_id"].tolist() == ["c2"]  # the unexplained one still fails
+    fixed = r.assign(outcome=["agree", "agree"])
+    assert annotate(fixed, (finding,))[1] and not tables.failing_implementations(annotate(fixed, (finding,))[0])
