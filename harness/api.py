@@ -15,7 +15,7 @@ def select(names: list[str] | None = None) -> list[Implementation]:
 
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
-              timeout: float = 60.0, progress=None) -> "Report":
+              timeout: float = 60.0, progress=None, keep_outputs: bool = False) -> "Report":
     suite = suites.load(suite) if isinstance(suite, str) else suite
     impls = implementations if implementations is not None else select()
     # pandas (for the report) is imported while the workers compute, not before they start
@@ -30,7 +30,9 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
             "budgets": dict(ULP_BUDGETS),
             "versions": versions()}
-    return Report(results, tables.pairs_frame(data.outcomes), meta)
+    outputs = ({(o.case.id, o.impl.name): o.output for o in data.outcomes if o.output is not None}
+               if keep_outputs else {})
+    return Report(results, tables.pairs_frame(data.outcomes), meta, outputs)
 
 
 def _import_reports() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 USAGE_ERROR = 2
@@ -19,16 +20,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="run only this implementation (repeatable)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
-    lst = sub.add_parser("list", help="list implementations, conventions or suites")
-    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops"])
+    explain = sub.add_parser("explain", help="teaching view of a catalogued bug (no argument: the table)")
+    explain.add_argument("bug", nargs="?", help="bug id (normdiff list bugs)")
+    explain.add_argument("--suite", default="default", help="suite whose cases are run (default: %(default)s)")
+    explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
+    lst = sub.add_parser("list", help="list implementations, conventions, suites, ops or bugs")
+    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs"])
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGPIPE"):  # `normdiff list bugs | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list}[args.command](args)
+        return {"run": _run, "list": _list, "explain": _explain}[args.command](args)
     except ValueError as exc:  # unknown names and malformed suites: the message says what to fix
         print(f"normdiff: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -50,6 +57,13 @@ def _run(args) -> int:
     return report.meta["exit_code"]
 
 
+def _explain(args) -> int:
+    from normdiff.harness import explain
+
+    print(explain.explain(args.bug, args.suite, args.plot) if args.bug else explain.bug_table())
+    return 0
+
+
 def _list(args) -> int:
     from normdiff.harness import contracts, registry
     from normdiff.cases import suites
@@ -63,6 +77,10 @@ def _list(args) -> int:
         rows = [{"name": c.name, "summary": c.summary,
                  "contracts": {op: {"formula": k.describe(), **k.knobs()} for op, k in c.contracts.items()}}
                 for c in contracts.CONVENTIONS.values()]
+    elif args.what == "bugs":
+        from normdiff.harness.bugs import BUGS
+
+        rows = [{"name": b.id, **b.as_dict()} for b in BUGS.values()]
     elif args.what == "ops":
         rows = [{"name": o.name, "signature": o.signature, "summary": o.summary} for o in contracts.OPS.values()]
     else:
@@ -87,6 +105,8 @@ def _list_line(what: str, row: dict) -> str:
         return f"{row['name']:<11} {row['summary']}\n{'':<11} {ops}"
     if what == "ops":
         return f"{row['signature']:<40} {row['summary']}"
+    if what == "bugs":
+        return f"{row['id']:<25} {row['op'] + '@' + row['convention']:<24} {row['symptom']}"
     return f"{row['name']:<10} {row['cases']:>4} cases  {row['description']}"
 
 

@@ -5,13 +5,13 @@ import json
 import os
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
 
-from normdiff.reports import tables
+from normdiff.reports import killmatrix, tables
 
 EXACT_SHARE = 0.99
 SUMMARY_COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagree",
@@ -23,17 +23,24 @@ class Report:
     results: pd.DataFrame
     pairs: pd.DataFrame
     meta: dict
+    # (case_id, implementation) -> output array, kept only when asked for (explain, repro)
+    outputs: dict = field(default_factory=dict)
 
     @property
     def summary(self) -> pd.DataFrame:
         return tables.summary(self.results)
+
+    @property
+    def kill_summary(self) -> pd.DataFrame:
+        return killmatrix.kill_summary(self.results)
 
     def agreement(self, value: str = "agree") -> pd.DataFrame:
         return tables.agreement_matrix(self.pairs, value)
 
     def groups(self, value: str = "agree", dtype: str | None = None, share: float = 1.0) -> list[list[str]]:
         """Implementations linked by `value` on `share` of shared cases (of `dtype`, when given)."""
-        ran = self.results[~self.results["outcome"].isin(tables.NOT_RUN)]
+        # mutants are each their own group by design; the kill summary speaks for them
+        ran = self.results[~self.results["outcome"].isin(tables.NOT_RUN) & (self.results["kind"] != "mutant")]
         pairs = self.pairs
         if dtype is not None:
             ran, pairs = ran[ran["dtype"] == dtype], pairs[pairs["dtype"] == dtype]
@@ -101,6 +108,14 @@ def summary_markdown(report: Report) -> str:
             lines.append(f"- **{impl}**, {len(rows)} case(s) ({', '.join(sorted(rows['case_id']))}): {text}")
     for note in meta.get("stale_findings", []):
         lines += ["", f"Known finding no longer reproduces: {note}"]
+    kills = report.kill_summary
+    if not kills.empty:
+        lines += ["", "## Mutants (catalogued bugs; the harness's self-test)", "",
+                  "Each must be caught (`disagree` or `nan_mismatch`) by some case; the typical columns show "
+                  "how plausible it looks on N(0, 1) inputs.", "",
+                  markdown_table(kills[["mutant", "op", "convention", "caught_by", "cases", "exposing_regimes",
+                                        "invisible_regimes", "typical_rel_l2", "exposed_rel_l2", "typical_cosine",
+                                        "typical_assert_close_passes"]])]
     lines += ["", "## Budgets (ULPs of the output dtype)", ""]
     lines += [f"- {dtype}: " + ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items())
               for dtype, per_op in meta["budgets"].items()]
@@ -116,6 +131,8 @@ def write(report: Report, out_dir: str | os.PathLike) -> Path:
     _atomic_write(out / "agreement.csv", report.agreement().to_csv())
     _atomic_write(out / "identical.csv", report.agreement("identical").to_csv())
     _atomic_write(out / "summary.csv", report.summary.to_csv(index=False))
+    _atomic_write(out / "kill_matrix.csv", killmatrix.kill_matrix(report.results).to_csv())
+    _atomic_write(out / "kill_summary.csv", report.kill_summary.to_csv(index=False))
     _atomic_write(out / "summary.md", summary_markdown(report))
     _atomic_write(out / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
     return out
@@ -129,10 +146,21 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def terminal(report: Report) -> str:
     summary = report.summary[SUMMARY_COLUMNS + ["worst_max_ulp"]]
+    summary = summary[summary["kind"] != "mutant"]
     summary = summary.loc[:, (summary != 0).any(axis=0)]  # drop all-zero outcome columns
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         text = summary.to_string(index=False, float_format=lambda v: f"{v:.3g}")
     groups = "; ".join("{" + ", ".join(g) + "}" for g in report.groups("agree"))
     exact = "\n".join(f"  {dtype:<9} " + "; ".join("{" + ", ".join(g) + "}" for g in fams)
                       for dtype, fams in report.exact_families().items())
-    return f"{text}\n\nagreement groups: {groups}\nbit-exact families (identical on >= {EXACT_SHARE:.0%} of elements):\n{exact}\n"
+    return (f"{text}\n\n{_mutant_line(report)}agreement groups: {groups}\n"
+            f"bit-exact families (identical on >= {EXACT_SHARE:.0%} of elements):\n{exact}\n")
+
+
+def _mutant_line(report: Report) -> str:
+    kills = report.kill_summary
+    if kills.empty:
+        return ""
+    missed = kills[~kills["caught"]]["mutant"].tolist()
+    line = f"mutants caught: {int(kills['caught'].sum())}/{len(kills)}"
+    return line + (f"; MISSED (the harness went blind): {', '.join(missed)}" if missed else "") + "\n"
