@@ -7,7 +7,8 @@ A case is fully described by its id, for example
 and `Case.from_id` rebuilds it, so every report row can be replayed from its id alone.
 Inputs are drawn in float64 from a seed that depends only on the input configuration (shape,
 regimes, sample), so the same input appears across ops, conventions and dtypes, then cast once to
-the case's dtype.
+the case's dtype. Ops that take token positions (qk_norm_rope) get them as an int64 array, one per
+row (rows are tokens), drawn from the same seed and never cast to the float dtype.
 """
 from __future__ import annotations
 
@@ -25,13 +26,15 @@ from normdiff.harness.dtypes import get_format
 
 @dataclass(frozen=True)
 class CaseInputs:
-    """The arrays an implementation receives (in the case dtype) plus the op's integer params."""
+    """The arrays an implementation receives (in the case dtype; "positions" int64) plus the op's
+    integer params."""
 
     arrays: dict[str, np.ndarray]
     num_heads: int
 
     def as_float64(self) -> dict[str, np.ndarray]:
-        return {k: v.astype(np.float64) for k, v in self.arrays.items()}
+        """The float arrays as float64; integer arrays (positions) are left as they are."""
+        return {k: v if v.dtype.kind in "iu" else v.astype(np.float64) for k, v in self.arrays.items()}
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Case:
     convention: str
     dtype: str  # canonical name: float32 | bfloat16 | float16
     rows: int
-    head_dim: int  # the normalised width for row ops; per-head width for qk_norm
+    head_dim: int  # the normalised width for row ops; per-head width for qk_norm / qk_norm_rope
     num_heads: int = 1
     regime: str = "normal"
     weights: str = "ones"
@@ -63,6 +66,8 @@ class Case:
         if min(self.rows, self.head_dim, self.num_heads) < 1:
             raise ValueError(f"case shape must be positive, got rows={self.rows} "
                              f"heads={self.num_heads} head_dim={self.head_dim}")
+        if "positions" in spec.inputs and self.head_dim % 2:
+            raise ValueError(f"{self.op} rotates pairs of channels: head_dim must be even, got {self.head_dim}")
 
     # ---- identity ----------------------------------------------------------------------------
 
@@ -130,9 +135,18 @@ class Case:
                 np.random.default_rng([self.seed, 2]), (self.rows, self.width))
         return arrays
 
+    def positions(self) -> np.ndarray | None:
+        """Token positions (int64, one per row) for ops that take them; None for the others."""
+        if "positions" not in OPS[self.op].inputs:
+            return None
+        return regimes.draw_positions(np.random.default_rng([self.seed, 3]), self.rows)
+
     def inputs(self) -> CaseInputs:
         dtype = get_format(self.dtype).np_dtype
         cast = {k: v.astype(dtype) for k, v in self.draw_float64().items()}
+        positions = self.positions()
+        if positions is not None:
+            cast["positions"] = positions  # integers: not cast to the float dtype
         ordered = {name: cast[name] for name in OPS[self.op].inputs}
         return CaseInputs(ordered, self.num_heads)
 

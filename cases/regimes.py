@@ -130,6 +130,22 @@ GATE_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
 }
 
 
+# --- positions --------------------------------------------------------------------------------
+
+MAX_POSITION = 8192  # positions are drawn below this: Qwen3's pretraining context length
+
+
+def draw_positions(rng: np.random.Generator, tokens: int) -> Array:
+    """int64 (tokens,): distinct sorted positions in [0, MAX_POSITION) (with repeats only when there
+    are more tokens than positions), as for tokens sampled from one long sequence. Large positions
+    carry large float32 angles, where RoPE's angle rounding is largest."""
+    if tokens <= MAX_POSITION:
+        drawn = rng.choice(MAX_POSITION, size=tokens, replace=False)
+    else:
+        drawn = rng.integers(0, MAX_POSITION, tokens)
+    return np.sort(drawn).astype(np.int64)
+
+
 def check_input_regime(regime: str, has_heads: bool) -> None:
     name, param = split(regime)
     if name not in INPUT_REGIMES:

@@ -16,13 +16,25 @@ honest in both directions):
   rounding: a ceiling of 2.5 ulp (measured 2.10 NumPy, 2.06 PyTorch).
 - float32: float32 statistics over 4096 elements, rsqrt and the gate's exp add a few ulp (worst
   measured 5.1); 16 leaves headroom while eps-outside at rms 1e-3 is ~1e6 ulp away.
+- qk_norm_rope (bf16 / fp16) is judged in ulps of each rotated pair's magnitude r = hypot(q_i,
+  q_{i+D/2}) (compare.py says why not at |y|). HF's order rounds the Llama-cast norm (q within
+  1.6 ulp of q <= r, measured), cos and sin (u = 2^-p relative each), both products (1/2 ulp each)
+  and the sum (1/2 ulp). With y_i = q_i c - q_j s, |c| + |s| <= sqrt(2) and |q_i c| + |q_j s| <= r,
+  and since r * u < ulp(r), the error is below
+      1.6 * sqrt(2)  +  1  +  2 * 0.5  +  0.5  =  4.76 ulp(r)
+      (q's error)     (cos/sin) (products) (sum)
+  a ceiling that needs all five at their maximum with aligned signs; measured 2.75 over 900
+  8x8x128 cases (own NumPy; PyTorch and HF's Qwen3 are bit-identical to each other, and to NumPy
+  and JAX on >= 99.99% of bf16/fp16 elements), 2.1 on the default suite. 5 is that ceiling; the qk-norm-after-rope mutant is 5e3-7e4 ulp away on trained
+  weights. float32 keeps 16: measured 5.1 (torch and HF; their float32 pow is an ulp off at some
+  frequencies, contracts.py), 3.8 NumPy and JAX.
 """
 from __future__ import annotations
 
 ULP_BUDGETS: dict[str, dict[str, float]] = {
     "float32": {"*": 16.0},
-    "bfloat16": {"*": 2.0, "gated_rms_norm": 2.5},
-    "float16": {"*": 2.0, "gated_rms_norm": 2.5},
+    "bfloat16": {"*": 2.0, "gated_rms_norm": 2.5, "qk_norm_rope": 5.0},
+    "float16": {"*": 2.0, "gated_rms_norm": 2.5, "qk_norm_rope": 5.0},
 }
 
 

@@ -41,6 +41,9 @@ OPS: dict[str, OpSpec] = {
                "y = x * rsqrt(sum(x^2) + eps)  (Qwen3.5 q/k before the delta rule)"),
         OpSpec("qk_norm", ("x", "weight"), "qk_norm(x, weight, num_heads, eps)", True, False, True,
                "RMSNorm of q/k over each head (Qwen3) or the whole H*D vector (OLMo2)"),
+        OpSpec("qk_norm_rope", ("x", "weight", "positions"),
+               "qk_norm_rope(x, weight, positions, num_heads, eps)", True, False, True,
+               "per-head QK-Norm, then rotary position embedding (rotate_half form; Qwen3 attention)"),
     )
 }
 
@@ -54,6 +57,7 @@ GATE_ACTIVATIONS = ("silu", "sigmoid")
 GATE_ORDERS = ("norm_then_gate", "gate_then_norm")
 CASTS = ("one_rounding", "llama")
 COMPUTE_DTYPES = ("float32", "input")
+ROPE_ORDERS = ("norm_then_rope", "rope_then_norm")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,32 @@ class Contract:
       cast "llama":        (offset + w) * y.to(dtype)             Llama, Qwen2/3
     `stats_dtype` / `offset_dtype` say where the statistics and `offset + w` are computed; a correct
     implementation uses float32, mutants use the input dtype.
+
+    qk_norm_rope: the per-head norm above (x is q or k, rows are tokens), then rotary position
+    embedding in HF's `rotate_half` form on each head of D = head_dim:
+      y     = q * cos + rotate_half(q) * sin,   rotate_half(q) = cat(-q[..., D/2:], q[..., :D/2])
+      cos, sin = cos(cat(a, a)), sin(cat(a, a)),   a[t, i] = angle of token t, frequency i < D/2
+    `rope_order` "norm_then_rope" is Qwen3's order; "rope_then_norm" rotates x first and normalises
+    and weighs the rotated vector (the qk-norm-after-rope bug: a rotation keeps each head's RMS, so
+    the two orders are the same maths when the weight is uniform, and differ when it is not).
+    The angles are part of the contract, and they are float32, as HF's Qwen3RotaryEmbedding makes
+    them. Exact float64 angles would be a different contract: below position 8192 the float32 angle
+    is off the exact one by up to 4.9e-4 rad (inv_freq's own float32 rounding times the position,
+    plus the product's rounding), which puts an implementation that uses float64 angles ~7000 float32
+    ulp from one that follows HF (measured; 2.4 ulp in bf16/fp16, where it hides under rounding).
+    So the contract is "angles computed in float32 as HF does":
+      e     = float32(float32(2i) / float32(D))
+      inv_i = float32(1 / float32(float32(rope_theta) ** e))     (the power correctly rounded)
+      a     = float32(float32(position) * inv_i)                  (positions: integers < 2^24)
+    and cos / sin of those float32 angles are then exact (the oracle takes them in float64).
+    HF's power is torch's float32 `pow`, which is not correctly rounded: on this machine (torch 2.13,
+    AVX512) it is one float32 ulp off at one frequency of 64 for D = 128, theta = 1e6 (index 37,
+    inv 3.398e-4), which moves an angle by at most ~2.4e-7 rad at position 8191 (measured: torch's
+    and HF's worst float32 error is 5.1 ulp, 4.0 with the correctly rounded frequencies), inside the
+    float32 budget. Rounding (not in the oracle): HF's apply_rotary_pos_emb rounds cos and sin to
+    the input dtype and computes q * cos, rotate_half(q) * sin and their sum in the input dtype, on
+    top of the norm's roundings; `budgets.py` derives the budget and `compare.py` says where its
+    ULPs are counted (at the magnitude of each rotated pair, not at |y|).
     """
 
     op: str
@@ -92,6 +122,10 @@ class Contract:
     offset_dtype: str = "float32"
     # multiply by the denominator instead of dividing by it (the rsqrt-inverted bug)
     inverted: bool = False
+    # qk_norm_rope only: where the rotation sits relative to the norm, and RoPE's base (HF's default
+    # 10000; the qwen3 convention sets Qwen3's 1e6). Ignored by every other op.
+    rope_order: str = "norm_then_rope"
+    rope_theta: float = 10000.0
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -100,9 +134,12 @@ class Contract:
                             ("scope", SCOPES), ("weight_span", SCOPES),
                             ("gate_activation", GATE_ACTIVATIONS), ("gate_order", GATE_ORDERS),
                             ("cast", CASTS), ("stats_dtype", COMPUTE_DTYPES),
-                            ("offset_dtype", COMPUTE_DTYPES)):
+                            ("offset_dtype", COMPUTE_DTYPES), ("rope_order", ROPE_ORDERS)):
             if getattr(self, name) not in legal:
                 raise ValueError(f"contract knob {name}={getattr(self, name)!r} is not one of {legal}")
+        theta = self.rope_theta
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 1.0 < theta < float("inf"):
+            raise ValueError(f"contract knob rope_theta={theta!r} must be a finite number > 1")
 
     @property
     def spec(self) -> OpSpec:
@@ -137,6 +174,10 @@ class Contract:
             text += ", over each head" if self.scope == "head" else ", over the full H*D vector"
         if spec.has_weight:
             text += ", Llama cast" if self.cast == "llama" else ", one rounding"
+        if self.op == "qk_norm_rope":
+            rope = f"RoPE (rotate_half, theta={self.rope_theta:g}, float32 angles)"
+            text = (f"{text}; then {rope}" if self.rope_order == "norm_then_rope"
+                    else f"{rope} first; then {text}")
         return text
 
 
@@ -180,6 +221,7 @@ CONVENTIONS: dict[str, Convention] = {
         Convention("qwen3", "plain gamma, Llama cast; QK-Norm per head before RoPE (HF Qwen3RMSNorm)", {
             "rms_norm": Contract("rms_norm", cast="llama"),
             "qk_norm": Contract("qk_norm", cast="llama"),
+            "qk_norm_rope": Contract("qk_norm_rope", cast="llama", rope_theta=1e6),
         }),
         _qwen35_like("qwen3.5", "zero-centred 1 + gamma, one rounding; gated norm plain gamma; "
                                 "L2 norm x * rsqrt(sum + eps) (HF Qwen3_5RMSNorm)"),

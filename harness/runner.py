@@ -25,13 +25,14 @@ from normdiff.harness.pool import Worker
 from normdiff.harness.registry import Implementation
 
 MAX_BATCH_ROWS = 512
+ROW_INPUTS = ("x", "gate", "positions")  # one entry per row: concatenated when cases are batched
 
 
 @dataclass
 class Prepared:
     case: Case
     inputs: CaseInputs
-    ref: np.ndarray
+    ref: compare.Reference  # the oracle's output, prepared once for every implementation's judge
 
 
 @dataclass
@@ -59,7 +60,8 @@ class RunData:
 
 def prepare(case: Case) -> Prepared:
     inputs = case.inputs()
-    return Prepared(case, inputs, reference.evaluate(case.contract, inputs.arrays, inputs.num_heads))
+    exact = reference.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    return Prepared(case, inputs, compare.Reference(exact, get_format(case.dtype), case.num_heads, case.op))
 
 
 def plan(prepared: list[Prepared], impl: Implementation) -> list[Task]:
@@ -89,7 +91,7 @@ def _batched_inputs(task: Task) -> CaseInputs:
     first = task.cases[0].inputs
     if len(task.cases) == 1:
         return first
-    arrays = {k: (np.concatenate([p.inputs.arrays[k] for p in task.cases]) if k in ("x", "gate") else v)
+    arrays = {k: (np.concatenate([p.inputs.arrays[k] for p in task.cases]) if k in ROW_INPUTS else v)
               for k, v in first.arrays.items()}
     return CaseInputs(arrays, first.num_heads)
 
@@ -108,7 +110,7 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
         else:
             piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
         start += p.case.rows
-        m = compare.judge(piece, p.ref, get_format(p.case.dtype), budget_for(p.case.dtype, p.case.op), p.case.num_heads)
+        m = compare.judge(piece, p.ref, get_format(p.case.dtype), budget_for(p.case.dtype, p.case.op), p.case.num_heads, p.case.op)
         keep = piece if m.outcome not in ("error",) else None
         outcomes.append(Outcome(p.case, task.impl, m, keep, seconds / len(task.cases)))
     return outcomes
@@ -117,18 +119,28 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
 def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue) -> None:
     """One worker's whole job: import its implementations (while the parent is still drawing
     cases), then run its tasks in order, putting judged outcomes on `sink`, and None when done."""
-    failed = {}
-    for impl in impls:
-        reply = worker.call(("load", impl))
-        if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
-            failed[impl.name] = reply
-    for task in tasks_when_ready():
-        if task.impl.name in failed:
-            sink.put(_judge_task(task, failed[task.impl.name]))
-            continue
-        c = task.cases[0].case
-        sink.put(_judge_task(task, worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))))
-    sink.put(None)
+    try:
+        failed = {}
+        for impl in impls:
+            reply = worker.call(("load", impl))
+            if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
+                failed[impl.name] = reply
+        for task in tasks_when_ready():
+            sink.put(_run_task(worker, task, failed))
+    finally:
+        sink.put(None)  # always: the collector waits for one None per worker
+
+
+def _run_task(worker: Worker, task: Task, failed: dict) -> list[Outcome]:
+    if task.impl.name in failed:
+        return _judge_task(task, failed[task.impl.name])
+    c = task.cases[0].case
+    reply = worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))
+    try:
+        return _judge_task(task, reply)
+    except Exception as exc:  # a bug of ours in judging must cost these outcomes, not the run
+        note = f"normdiff could not judge this output: {type(exc).__name__}: {exc}"
+        return [Outcome(p.case, task.impl, compare.failure("error", note)) for p in task.cases]
 
 
 def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None,

@@ -9,7 +9,9 @@ from normdiff.harness.registry import Implementation
 # classes). The ops must match hf.FAMILIES (tests/implementations/test_hf.py checks); they are
 # spelled out here so that listing the registry never imports torch or transformers.
 HF_FAMILIES = {
-    "qwen3": ("qwen3", ("rms_norm", "qk_norm"), "Qwen3RMSNorm; q_norm through Qwen3Attention"),
+    "qwen3": ("qwen3", ("rms_norm", "qk_norm", "qk_norm_rope"),
+              "Qwen3RMSNorm; q_norm through Qwen3Attention; q_norm then apply_rotary_pos_emb with "
+              "Qwen3RotaryEmbedding"),
     "qwen3_5": ("qwen3.5", ("rms_norm", "gated_rms_norm", "l2_norm", "qk_norm"),
                 "Qwen3_5RMSNorm, Qwen3_5RMSNormGated, l2norm; q_norm through Qwen3_5Attention"),
     "qwen3_next": ("qwen3-next", ("rms_norm", "gated_rms_norm", "l2_norm", "qk_norm"),

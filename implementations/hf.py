@@ -30,6 +30,13 @@ in that dtype, and receive the case's exact bits):
                   zeros in the gate half, still an exact selection, so these run through the
                   attention module too. Position embeddings are position 0 (cos 1, sin 0) and the
                   mask is causal; both act after the hooks, so neither changes the result.
+  qk_norm_rope    the qk_norm path above, run with real position embeddings: the family's rotary
+                  class (Qwen3RotaryEmbedding) built from a small config with the contract's
+                  rope_theta (checked against its inv_freq, so a config that ignored the value cannot
+                  pass unnoticed) gives (cos, sin) for position_ids = the case positions, which go
+                  into the attention, and the modeling module's own `apply_rotary_pos_emb` is applied
+                  to the hooked q_norm output in the attention's layout (batch, heads, tokens, D):
+                  the same call, on the same tensors, that the attention makes next.
 An identity matmul is exact in float32, bfloat16 and float16: each output is one product x * 1 plus
 exact zeros (PyTorch's CPU kernels accumulate in float32 or wider), so q_norm sees exactly x. One
 exception, measured with torch 2.13 CPU: the bf16 GEMM flushes bf16 *subnormals* (|x| < 2^-126,
@@ -67,23 +74,26 @@ class Family:
     gated: str = ""  # gated_rms_norm
     l2norm: str = ""  # l2_norm (a function)
     attention: str = ""  # qk_norm: the attention class whose q_norm / k_norm is measured
+    rotary: str = ""  # qk_norm_rope: the rotary embedding class (with the attention above)
+    apply_rope: str = "apply_rotary_pos_emb"  # qk_norm_rope: the modeling module's function
     gated_query: bool = False  # q_proj emits (query, gate) per head (Qwen3.5, Qwen3-Next)
     heads_first: bool = False  # q_norm sees (batch, heads, tokens, head_dim) (Gemma3)
 
     def ops(self) -> dict[str, str]:
         """op -> the name it needs from the modeling module, for the ops this family has."""
         needs = {"rms_norm": self.norm, "gated_rms_norm": self.gated, "l2_norm": self.l2norm,
-                 "qk_norm": self.attention}
+                 "qk_norm": self.attention, "qk_norm_rope": self.rotary if self.attention else ""}
         return {op: name for op, name in needs.items() if name}
 
     def names(self) -> list[str]:
-        return list(self.ops().values()) + ([self.config] if self.attention else [])
+        return (list(self.ops().values()) + ([self.config] if self.attention else [])
+                + ([self.attention, self.apply_rope] if "qk_norm_rope" in self.ops() else []))
 
 
 _MODELS = "transformers.models."
 FAMILIES: dict[str, Family] = {
     "qwen3": Family("qwen3", _MODELS + "qwen3.modeling_qwen3", "Qwen3Config", "Qwen3RMSNorm",
-                    attention="Qwen3Attention"),
+                    attention="Qwen3Attention", rotary="Qwen3RotaryEmbedding"),
     "qwen3_5": Family("qwen3.5", _MODELS + "qwen3_5.modeling_qwen3_5", "Qwen3_5TextConfig",
                       "Qwen3_5RMSNorm", "Qwen3_5RMSNormGated", "l2norm", "Qwen3_5Attention",
                       gated_query=True),
@@ -204,6 +214,9 @@ class FamilyAdapter:
                 return self.part(op)(a["x"].float(), dim=-1, eps=contract.eps).to(a["x"].dtype)
             if op == "qk_norm":
                 return self.qk_norm(a["x"], a["weight"], inputs.num_heads, contract.eps)
+            if op == "qk_norm_rope":
+                return self.qk_norm_rope(a["x"], a["weight"], a["positions"], inputs.num_heads,
+                                         contract.eps, contract.rope_theta)
             norm = self.norm(op, a["x"].shape[-1], contract.eps, a["x"].dtype)
             norm.weight.copy_(a["weight"])
             return norm(a["x"], a["gate"]) if op == "gated_rms_norm" else norm(a["x"])
@@ -214,9 +227,40 @@ class FamilyAdapter:
     def attention(self, heads: int, head_dim: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
         f = self.family
         return self.module(("qk_norm", heads, head_dim, eps, dtype), lambda: identity_attention(
-            self.part("qk_norm"), self.parts[f.config], heads, head_dim, eps, dtype, f.gated_query))
+            self.parts[f.attention], self.parts[f.config], heads, head_dim, eps, dtype, f.gated_query))
 
-    def qk_norm(self, x: torch.Tensor, weight: torch.Tensor, heads: int, eps: float) -> torch.Tensor:
+    def rotary(self, head_dim: int, theta: float) -> torch.nn.Module:
+        """The family's rotary embedding for (head_dim, theta), built from a small config."""
+        def make():
+            config = self.parts[self.family.config](
+                hidden_size=head_dim, num_attention_heads=1, num_key_value_heads=1, head_dim=head_dim,
+                rope_theta=theta)
+            rotary = self.part("qk_norm_rope")(config).eval()
+            # the config spelling of theta changed across transformers versions (rope_theta,
+            # rope_parameters): make sure this one took it, or refuse
+            want = theta ** (-2.0 / head_dim)
+            got = float(rotary.inv_freq[1]) if rotary.inv_freq.numel() > 1 else want
+            if rotary.attention_scaling != 1.0 or abs(got / want - 1.0) > 1e-5:
+                raise RuntimeError(f"{type(rotary).__name__} did not take rope_theta={theta:g} "
+                                   f"(inv_freq[1] = {got:.6g}, expected {want:.6g})")
+            return rotary
+        return self.module(("rotary", head_dim, theta), make)
+
+    def qk_norm_rope(self, x: torch.Tensor, weight: torch.Tensor, positions: torch.Tensor, heads: int,
+                     eps: float, theta: float) -> torch.Tensor:
+        tokens, width = x.shape
+        dim = width // heads
+        if positions.numel() != tokens:
+            raise ValueError(f"{positions.numel()} positions for {tokens} rows (tokens)")
+        cos, sin = self.rotary(dim, theta)(x, positions.reshape(1, tokens))  # (1, tokens, D), x's dtype
+        q = self.qk_norm(x, weight, heads, eps, (cos, sin))
+        # as the attention continues: q_norm's output transposed to (batch, heads, tokens, D)
+        q = q.view(1, tokens, heads, dim).transpose(1, 2)
+        q_embed, _ = self.parts[self.family.apply_rope](q, q, cos, sin)
+        return q_embed.transpose(1, 2).reshape(tokens, width)
+
+    def qk_norm(self, x: torch.Tensor, weight: torch.Tensor, heads: int, eps: float,
+                position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         tokens, width = x.shape
         attention = self.attention(heads, width // heads, eps, x.dtype)
         for norm in (attention.q_norm, attention.k_norm):
@@ -227,7 +271,7 @@ class FamilyAdapter:
                  for name in ("q_norm", "k_norm")]
         try:
             attention(hidden_states=x.view(1, tokens, width),
-                      position_embeddings=position_zero(tokens, width // heads, x.dtype),
+                      position_embeddings=position_embeddings or position_zero(tokens, width // heads, x.dtype),
                       attention_mask=causal_mask(tokens, x.dtype))
         finally:
             for hook in hooks:

@@ -8,6 +8,12 @@ Speed: XLA compiles every new (function, shapes, dtypes) in ~60-100 ms on CPU, s
   * the persistent compilation cache is on (see `enable_compile_cache`), so a fresh worker loads
     compiled code (~12-15 ms) instead of compiling it again.
 
+qk_norm_rope: the qk_norm steps, then RoPE in HF's order with explicit rounding: float32 angles
+(positions are a traced int32 array, padded with zeros; the inverse frequencies are a host-side
+float32 constant per (head_dim, theta), correctly rounded as the contract defines them, because
+XLA's float32 pow is not), cos / sin in XLA float32 rounded to the input dtype, then the two
+products and their sum each rounded to the input dtype.
+
 Known differences from numpy_own. In float32 they leave ~36% of outputs an ulp or so apart (all
 within 5 ulp of the oracle); in bf16/fp16 outputs are bit-identical on >= 99.99% of elements:
   * XLA CPU's rsqrt is not correctly rounded, and XLA rewrites 1 / sqrt into it: it differs from
@@ -121,7 +127,43 @@ def _scale(w, c: Contract, dtype, offset_f32, offset_in):
     return w + offset_f32
 
 
-def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int):
+def rope_inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
+    """float32 1 / theta ** (arange(0, D, 2) / D), the power correctly rounded (host-side NumPy)."""
+    f32 = np.float32
+    exponent = np.arange(0, head_dim, 2, dtype=f32) / f32(head_dim)
+    return f32(1.0) / (np.float64(f32(theta)) ** exponent.astype(np.float64)).astype(f32)
+
+
+def _rope(q, positions, dtype, *, heads: int, theta: float):
+    """q (rows, H * D) float32 holding values of `dtype`; returns the same, rotated in `dtype`."""
+    rows, width = q.shape
+    dim = width // heads
+    inv = rope_inverse_frequencies(dim, theta)
+    angles = positions.astype(_F32)[:, None] * inv[None, :]  # one float32 rounding
+    emb = jnp.concatenate([angles, angles], axis=-1)[:, None, :]
+    cos, sin = _round(jnp.cos(emb), dtype), _round(jnp.sin(emb), dtype)
+    h = q.reshape(rows, heads, dim)
+    half = dim // 2
+    rotated_half = jnp.concatenate([-h[..., half:], h[..., :half]], axis=-1)
+    out = _round(_round(h * cos, dtype) + _round(rotated_half * sin, dtype), dtype)
+    return out.reshape(rows, width)
+
+
+def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int, rope_heads: int = 0):
+    x = arrays["x"]
+    dtype = x.dtype
+    if c.op == "qk_norm_rope":
+        turn = functools.partial(_rope, positions=arrays["positions"], dtype=dtype, heads=rope_heads,
+                                 theta=c.rope_theta)
+        if c.rope_order == "rope_then_norm":
+            rotated = turn(x.astype(_F32)).astype(dtype)  # exact: values of dtype held in float32
+            return _norm(dict(arrays, x=rotated), eps, offset_f32, offset_in, c, heads)
+        y = _norm(arrays, eps, offset_f32, offset_in, c, heads)
+        return turn(y.astype(_F32)).astype(dtype)
+    return _norm(arrays, eps, offset_f32, offset_in, c, heads)
+
+
+def _norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int):
     x = arrays["x"]
     dtype = x.dtype
     xf = x.astype(_F32)
@@ -148,20 +190,23 @@ def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int):
 # ---------------------------------------------------------------------------------------------
 # Jitted functions, one per static key, and the adapter.
 
-_JITTED: dict[tuple[Contract, int], object] = {}
+_JITTED: dict[tuple, object] = {}
 
 
-def static_key(c: Contract, num_heads: int) -> tuple[Contract, int]:
-    """What fixes the traced program: every knob but the traced eps and offset, and the heads."""
+def static_key(c: Contract, num_heads: int) -> tuple:
+    """What fixes the traced program: every knob but the traced eps and offset, and the heads (the
+    norm's span count; RoPE also needs the real head count, whatever the norm's scope)."""
     heads = num_heads if c.scope == "head" else 1
-    return c.replace(eps=0.0, weight_offset=0.0), heads
+    key = (c.replace(eps=0.0, weight_offset=0.0), heads)
+    return key + (num_heads,) if c.op == "qk_norm_rope" else key
 
 
 def jitted(c: Contract, num_heads: int):
     key = static_key(c, num_heads)
     fn = _JITTED.get(key)
     if fn is None:
-        fn = _JITTED[key] = jax.jit(functools.partial(_forward, c=key[0], heads=key[1]))
+        extra = {"rope_heads": key[2]} if len(key) > 2 else {}
+        fn = _JITTED[key] = jax.jit(functools.partial(_forward, c=key[0], heads=key[1], **extra))
     return fn
 
 
@@ -172,10 +217,10 @@ def padded_rows(n: int) -> int:
 
 def _pad(a: np.ndarray, rows: int) -> np.ndarray:
     # zero rows are harmless: rows are independent and eps keeps them finite ("none" gives NaN
-    # there, in padded rows only, which are sliced off)
+    # there, in padded rows only, which are sliced off); padded positions are 0
     if a.shape[0] == rows:
         return a
-    out = np.zeros((rows, a.shape[1]), a.dtype)
+    out = np.zeros((rows, *a.shape[1:]), a.dtype)
     out[: a.shape[0]] = a
     return out
 
@@ -193,6 +238,13 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
         arrays["gate"] = _pad(np.asarray(a["gate"]).reshape(n, x.shape[-1]), rows)
     if contract.spec.has_weight:
         arrays["weight"] = np.asarray(a["weight"])
+    if "positions" in contract.spec.inputs:
+        positions = np.asarray(a["positions"]).reshape(-1)
+        if positions.shape[0] != n:
+            raise ValueError(f"{positions.shape[0]} positions for {n} rows")
+        if positions.size and np.abs(positions).max() >= 2**24:
+            raise ValueError("RoPE positions must be below 2^24 (exact in float32)")
+        arrays["positions"] = _pad(positions.astype(np.int32), rows)  # JAX's default int width
     # the offset twice: rounded once to float32 and once to the input dtype (held in float32), as
     # numpy_own's _F32(offset) and weight.dtype.type(offset) do
     offset = contract.weight_offset

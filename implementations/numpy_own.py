@@ -2,6 +2,13 @@
 statistics in float32, and the convention's cast points, exactly as the PyTorch modules do them.
 
 It honours every knob of the contract, so the same code also computes the mutants' formulas.
+
+qk_norm_rope: the qk_norm path, then RoPE as HF's apply_rotary_pos_emb does it: float32 angles
+(the contract's: float32 inverse frequencies with the power correctly rounded, times the float32
+position), cos and sin of them correctly rounded to float32 (taken in float64) and then cast to the
+input dtype, and q * cos + rotate_half(q) * sin in the input dtype (each product and the sum
+rounded to it; ml_dtypes and NumPy float16 compute in float32 and round, which for these two-operand
+ops is the correctly rounded result).
 """
 from __future__ import annotations
 
@@ -53,9 +60,41 @@ def _scale(weight: np.ndarray, c: Contract, dtype) -> np.ndarray:
     return weight.astype(_F32) + _F32(c.weight_offset)
 
 
+def rope_inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
+    """float32 1 / theta ** (arange(0, D, 2) / D), the power correctly rounded to float32."""
+    exponent = np.arange(0, head_dim, 2, dtype=_F32) / _F32(head_dim)
+    return _F32(1.0) / (np.float64(_F32(theta)) ** exponent.astype(np.float64)).astype(_F32)
+
+
+def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
+    """RoPE (rotate_half form) on q (..., H * D) in q's dtype; one position per row."""
+    dtype = q.dtype
+    dim = q.shape[-1] // num_heads
+    heads = q.reshape(-1, num_heads, dim)
+    pos = np.asarray(positions).reshape(-1)
+    if pos.shape[0] != heads.shape[0]:
+        raise ValueError(f"{pos.shape[0]} positions for {heads.shape[0]} rows")
+    angles = pos.astype(_F32)[:, None] * rope_inverse_frequencies(dim, theta)[None, :]  # float32
+    emb = np.concatenate([angles, angles], axis=-1).astype(np.float64)[:, None, :]
+    cos = np.cos(emb).astype(_F32).astype(dtype)
+    sin = np.sin(emb).astype(_F32).astype(dtype)
+    half = dim // 2
+    rotated_half = np.concatenate([-heads[..., half:], heads[..., :half]], axis=-1)
+    return (heads * cos + rotated_half * sin).astype(dtype).reshape(q.shape)
+
+
 def run(op: str, c: Contract, inputs: CaseInputs) -> np.ndarray:
     a = inputs.arrays
-    x = a["x"]
+    if c.op == "qk_norm_rope":
+        turn = lambda v: rope(v, a["positions"], inputs.num_heads, c.rope_theta)  # noqa: E731
+        if c.rope_order == "rope_then_norm":
+            return _norm(c, inputs, turn(a["x"]))
+        return turn(_norm(c, inputs, a["x"]))
+    return _norm(c, inputs, a["x"])
+
+
+def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray) -> np.ndarray:
+    a = inputs.arrays
     dtype = x.dtype
     xf = x.astype(_F32)
     spec = c.spec

@@ -5,6 +5,12 @@ computed in float32, and every rounding step is the one `numpy_own.py` takes, so
 two agree bit for bit on nearly every element (they differ only where float32 sums, exp or sqrt
 are ordered or approximated differently). Every contract knob is honoured, so mutants run too.
 
+qk_norm_rope is the Qwen3 attention's order written the way HF writes it: QKNorm per head, then a
+RotaryEmbedding (inv_freq = 1 / theta ** (arange(0, D, 2) / D) in float32 with torch's own pow,
+float32 angles, cos / sin cast to the input dtype) and apply_rope (q * cos + rotate_half(q) * sin in
+the input dtype). torch's float32 pow is not correctly rounded, so the frequencies can differ from
+the contract's (and numpy_own's) by an ulp at a few indices, exactly as HF's do.
+
 Only ever imported inside the torch worker, so importing torch at module level is fine.
 """
 from __future__ import annotations
@@ -157,6 +163,62 @@ class QKNorm(nn.Module):
         return self.norm.weigh(y, x.dtype).to(x.dtype).reshape(x.shape)
 
 
+class RotaryEmbedding(nn.Module):
+    """cos and sin of float32 angles position * inv_freq, cast to the input dtype (HF's form)."""
+
+    def __init__(self, head_dim: int, theta: float = 10000.0):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions.reshape(-1, 1).float() * self.inv_freq  # (tokens, D/2), float32
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """q (tokens, H, D) rotated by cos / sin (tokens, D), all in q's dtype."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin
+
+
+class QKNormRoPE(nn.Module):
+    """Per-head QKNorm, then RoPE (rope_order "norm_then_rope", Qwen3); "rope_then_norm" rotates
+    x first and normalises the rotated vector (the qk-norm-after-rope bug). x is (..., H * D), one
+    position per row."""
+
+    def __init__(self, num_heads: int, head_dim: int, rope_theta: float = 10000.0,
+                 rope_order: str = "norm_then_rope", **qk_knobs):
+        super().__init__()
+        self.num_heads, self.head_dim, self.rope_order = num_heads, head_dim, rope_order
+        self.qk = QKNorm(num_heads, head_dim, **qk_knobs)
+        self.rotary = RotaryEmbedding(head_dim, rope_theta)
+
+    @property
+    def weight(self) -> nn.Parameter:
+        return self.qk.weight
+
+    def rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        q = x.reshape(-1, self.num_heads, self.head_dim)
+        if positions.numel() != q.shape[0]:
+            raise ValueError(f"{positions.numel()} positions for {q.shape[0]} rows")
+        cos, sin = self.rotary(x, positions)
+        return apply_rope(q, cos, sin).reshape(x.shape)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if self.rope_order == "rope_then_norm":
+            return self.qk(self.rope(x, positions))
+        return self.rope(self.qk(x), positions)
+
+
 # ---------------------------------------------------------------------------------------------
 # The adapter the torch worker calls
 
@@ -184,6 +246,9 @@ def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) 
                             **knobs)
     if op == "qk_norm":
         return QKNorm(num_heads, width // num_heads, c.scope, c.weight_span, **knobs)
+    if op == "qk_norm_rope":
+        return QKNormRoPE(num_heads, width // num_heads, c.rope_theta, c.rope_order, scope=c.scope,
+                          weight_span=c.weight_span, **knobs)
     raise ValueError(f"torch_own does not implement op {op!r}")
 
 
@@ -197,7 +262,7 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
         raise ValueError(f"contract is for {contract.op!r}, not {op!r}")
     arrays = {name: to_torch(a) for name, a in inputs.arrays.items()}
     x = arrays["x"]
-    if op == "qk_norm":
+    if op in ("qk_norm", "qk_norm_rope"):
         # the weight given decides its span (numpy_own's rule), so a mutant contract run on inputs
         # drawn for its convention still gets a parameter of the right size
         span = "full" if arrays["weight"].shape[-1] == x.shape[-1] else "head"
@@ -212,4 +277,6 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
     with torch.inference_mode():
         if op == "gated_rms_norm":
             return module(x, arrays["gate"])
+        if op == "qk_norm_rope":
+            return module(x, arrays["positions"])
         return module(x)

@@ -81,3 +81,38 @@ def test_bad_cases_name_the_problem(bad, message):
 def test_malformed_id():
     with pytest.raises(ValueError, match="malformed case id"):
         Case.from_id("rms_norm/qwen3")
+
+
+def test_rope_positions_are_int64_deterministic_and_round_trip():
+    case = Case("qk_norm_rope", "qwen3", "bfloat16", 8, 128, num_heads=8, regime="head_scales:lognormal",
+                weights="trained")
+    assert case.id == "qk_norm_rope@qwen3/bf16/8x8x128/head_scales:lognormal/w=trained"
+    assert Case.from_id(case.id) == case
+    arrays = case.inputs().arrays
+    assert list(arrays) == ["x", "weight", "positions"]  # the op's call order
+    positions = arrays["positions"]
+    assert positions.dtype == np.int64 and positions.shape == (8,)  # one per row (token), not cast
+    assert (np.diff(positions) > 0).all() and 0 <= positions.min() and positions.max() < 8192
+    # pinned: a replayed report row must rebuild the same positions
+    assert positions.tolist() == Case.from_id(case.id).inputs().arrays["positions"].tolist()
+    assert positions.tolist() == [205, 482, 785, 875, 5597, 6504, 6855, 6947]
+    assert arrays["weight"].shape == (128,)  # per head, shared by the heads
+    # the same positions in every dtype (they come from the input configuration's seed), other
+    # positions for another sample
+    fp32 = Case("qk_norm_rope", "qwen3", "float32", 8, 128, 8, "head_scales:lognormal", "trained").inputs()
+    np.testing.assert_array_equal(fp32.arrays["positions"], positions)
+    other = Case("qk_norm_rope", "qwen3", "bfloat16", 8, 128, 8, "head_scales:lognormal", "trained", sample=1)
+    assert not np.array_equal(other.inputs().arrays["positions"], positions)
+    # as_float64 converts the floats only
+    as64 = case.inputs().as_float64()
+    assert as64["x"].dtype == np.float64 and as64["positions"].dtype == np.int64
+    # ops without positions get none
+    assert "positions" not in Case("qk_norm", "qwen3", "float32", 2, 16, num_heads=4).inputs().arrays
+    assert Case("qk_norm", "qwen3", "float32", 2, 16, num_heads=4).positions() is None
+
+
+def test_rope_cases_need_an_even_head_dim():
+    with pytest.raises(ValueError, match="head_dim must be even"):
+        Case("qk_norm_rope", "qwen3", "float32", 2, 15, num_heads=4)
+    with pytest.raises(ValueError, match="does not define 'qk_norm_rope'"):
+        Case("qk_norm_rope", "olmo2", "float32", 2, 16, num_heads=4)

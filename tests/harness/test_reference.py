@@ -77,3 +77,87 @@ def test_variance_statistic_removes_the_mean():
     x = np.array([[1.0, 2.0, 3.0]])
     y = reference.evaluate(Contract("rms_norm", eps=0.0, statistic="variance"), {"x": x, "weight": np.ones(3)})
     np.testing.assert_allclose(y, x / np.std(x))
+
+
+# ---- qk_norm_rope: per-head QK-Norm, then RoPE in rotate_half form (seed 004, section 3.5) --------
+
+
+def test_rope_rotates_each_pair_by_its_float32_angle():
+    # D = 4, theta = 100: inverse frequencies 1 and 1/10, so at position 1 the pair (0, 2) turns by
+    # exactly 1 rad and the pair (1, 3) by float32(0.1) (the contract's float32 angle). x has RMS 1
+    # and eps = 0, so the norm leaves it as it is and only the rotation acts.
+    c = get_contract("qk_norm_rope", "qwen3").replace(eps=0.0, rope_theta=100.0)
+    x = np.array([[1.0, 1.0, 1.0, 1.0]])
+    y = reference.evaluate(c, {"x": x, "weight": np.ones(4), "positions": np.array([1])}, num_heads=1)[0]
+    a, b = 1.0, float(np.float32(0.1))
+    # rotate_half(x) = (-x2, -x3, x0, x1): y = x * cos + rotate_half(x) * sin
+    np.testing.assert_allclose(y, [np.cos(a) - np.sin(a), np.cos(b) - np.sin(b),
+                                   np.cos(a) + np.sin(a), np.cos(b) + np.sin(b)], rtol=1e-15)
+    assert b != 0.1  # the float32 angle, not the exact one
+
+
+def test_rope_position_zero_is_qk_norm_and_heads_turn_alike():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((3, 2 * 8)), rng.uniform(0.5, 1.5, 8)
+    rope = get_contract("qk_norm_rope", "qwen3")
+    plain = reference.evaluate(get_contract("qk_norm", "qwen3"), {"x": x, "weight": w}, num_heads=2)
+    at_zero = reference.evaluate(rope, {"x": x, "weight": w, "positions": np.zeros(3, np.int64)}, num_heads=2)
+    np.testing.assert_array_equal(at_zero, plain)
+    # the same vector in both heads turns the same way at any position
+    same = np.tile(x[:, :8], 2)
+    y = reference.evaluate(rope, {"x": same, "weight": w, "positions": np.array([5, 700, 8191])}, num_heads=2)
+    np.testing.assert_array_equal(y[:, :8], y[:, 8:])
+
+
+def test_rope_angles_emulate_hf_float32():
+    # float32(position) * float32(inv_freq), rounded once to float32; inv_freq[0] = 1 exactly
+    angles = reference.rope_angles(np.array([0, 1, 8191]), 128, 1e6)
+    assert angles.dtype == np.float32 and angles.shape == (3, 64)
+    inv = reference.rope_inverse_frequencies(128, 1e6)
+    assert inv[0] == 1.0 and angles[2, 0] == 8191.0
+    np.testing.assert_array_equal(angles[2], np.float32(8191) * inv)
+    # two float32 roundings (the power, then its reciprocal): within 1.5 float32 ulp of the exact
+    # 1 / theta ** (2i / D), not necessarily the nearest float32
+    exact = 1.0 / 1e6 ** (np.arange(0, 128, 2) / 128)
+    assert np.all(np.abs(inv - exact) <= 1.5 * np.spacing(inv).astype(np.float64))
+    # the float32 angle at position 8191 is far from the exact one: why the contract fixes it
+    assert np.abs(angles[2].astype(np.float64) - 8191 * exact).max() > 1e-4
+    with pytest.raises(ValueError, match="below 2\\^24"):
+        reference.rope_angles(np.array([2**24]), 8, 1e4)
+
+
+def test_norm_then_rope_equals_rope_then_norm_only_for_uniform_gamma():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 4 * 16))
+    positions = np.array([3, 10, 99, 1000, 4000, 8000])
+    right = get_contract("qk_norm_rope", "qwen3")
+    wrong = right.replace(rope_order="rope_then_norm")
+    for w, equal in ((np.full(16, 0.7), True), (rng.uniform(-0.1, 1.0, 16), False)):
+        arrays = {"x": x, "weight": w, "positions": positions}
+        a, b = (reference.evaluate(c, arrays, num_heads=4) for c in (right, wrong))
+        rel = np.linalg.norm(a - b) / np.linalg.norm(a)
+        assert (rel < 1e-14) if equal else (rel > 0.05), rel
+        # a rotation keeps each head's RMS: the weighted norm's per-head RMS survives either order
+        head_rms = lambda y: np.sqrt(np.mean(y.reshape(6, 4, 16) ** 2, -1))  # noqa: E731
+        plain = reference.evaluate(get_contract("qk_norm", "qwen3"), {"x": x, "weight": w}, num_heads=4)
+        np.testing.assert_allclose(head_rms(a), head_rms(plain), rtol=1e-13)
+
+
+def test_rope_needs_one_position_per_row():
+    c = get_contract("qk_norm_rope", "qwen3")
+    with pytest.raises(ValueError, match="2 positions for 3 tokens"):
+        reference.evaluate(c, {"x": np.ones((3, 8)), "weight": np.ones(8), "positions": np.arange(2)})
+
+
+def test_rope_knobs_are_validated_and_described():
+    c = get_contract("qk_norm_rope", "qwen3")
+    assert (c.rope_order, c.rope_theta, c.cast, c.scope) == ("norm_then_rope", 1e6, "llama", "head")
+    assert c.describe().endswith("; then RoPE (rotate_half, theta=1e+06, float32 angles)")
+    assert c.replace(rope_order="rope_then_norm").describe().startswith("RoPE (rotate_half")
+    # the knobs' defaults leave the other ops' contracts (and their descriptions) as they were
+    assert "RoPE" not in get_contract("qk_norm", "qwen3").describe()
+    with pytest.raises(ValueError, match="rope_order='after' is not one of"):
+        c.replace(rope_order="after")
+    for bad in (0.0, -1.0, float("inf"), float("nan"), "1e6"):
+        with pytest.raises(ValueError, match="rope_theta"):
+            c.replace(rope_theta=bad)

@@ -16,6 +16,7 @@ from normdiff.cases.model import Case, CaseInputs  # noqa: E402
 from normdiff.cases.suites import Suite  # noqa: E402
 from normdiff.harness import api, compare, reference  # noqa: E402
 from normdiff.harness.budgets import budget_for  # noqa: E402
+from normdiff.harness.contracts import OPS  # noqa: E402
 from normdiff.harness.dtypes import get_format  # noqa: E402
 from normdiff.harness.registry import Implementation  # noqa: E402
 from normdiff.harness.worker import to_numpy  # noqa: E402
@@ -24,7 +25,8 @@ from normdiff.implementations import catalog, hf  # noqa: E402
 DTYPES = ("float32", "bfloat16", "float16")
 # per op: the regimes that stress it (scope needs heads at different scales, eps a tiny rms)
 STRESS = {"rms_norm": ("normal", "tiny_rms:1e-3", "zero_rows"), "l2_norm": ("normal", "tiny_rms:1e-4", "zero_rows"),
-          "gated_rms_norm": ("normal", "zero_rows"), "qk_norm": ("head_scales:lognormal", "zero_heads")}
+          "gated_rms_norm": ("normal", "zero_rows"), "qk_norm": ("head_scales:lognormal", "zero_heads"),
+          "qk_norm_rope": ("head_scales:lognormal", "zero_heads")}
 
 
 def hf_impls() -> list[Implementation]:
@@ -32,7 +34,7 @@ def hf_impls() -> list[Implementation]:
 
 
 def extra_cases(op: str, conv: str) -> list[Case]:
-    shape = dict(rows=4, num_heads=4, head_dim=32) if op == "qk_norm" else dict(rows=4, head_dim=128)
+    shape = dict(rows=4, num_heads=4, head_dim=32) if OPS[op].has_heads else dict(rows=4, head_dim=128)
     gates = ("open", "closed") if op == "gated_rms_norm" else ("",)
     return [Case(op, conv, dtype, regime=r, weights="trained", gate=g, **shape)
             for dtype, r, g in itertools.product(DTYPES, STRESS[op], gates)]
@@ -96,7 +98,7 @@ def run_adapter(adapter, case: Case, inputs: CaseInputs | None = None) -> np.nda
 
 def judged(out: np.ndarray, case: Case, inputs: CaseInputs) -> compare.Measurement:
     ref = reference.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
-    return compare.judge(out, ref, get_format(case.dtype), budget_for(case.dtype, case.op), case.num_heads)
+    return compare.judge(out, ref, get_format(case.dtype), budget_for(case.dtype, case.op), case.num_heads, case.op)
 
 
 def test_olmo2_full_vector_qk_norm_differs_visibly_from_per_head(families):
@@ -166,6 +168,64 @@ def test_rows_are_independent_tokens(families):
     alone = [run_adapter(families["qwen3_5"], case, CaseInputs(
         dict(inputs.arrays, x=inputs.arrays["x"][i:i + 1]), inputs.num_heads)) for i in range(8)]
     assert np.array_equal(together.view(np.uint16), np.concatenate(alone).view(np.uint16))
+
+
+# ---- qk_norm_rope: q_norm, then the modeling module's own RoPE --------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_qk_norm_rope_is_torch_own_bit_for_bit(families, dtype):
+    # HF's Qwen3RotaryEmbedding + apply_rotary_pos_emb after the real q_norm, and torch_own's
+    # QKNormRoPE written the same way: the same bits (both use torch's float32 pow for inv_freq)
+    from normdiff.implementations import torch_own
+
+    case = Case.from_id(f"qk_norm_rope@qwen3/{dtype}/8x8x128/head_scales:lognormal/w=trained")
+    inputs = case.inputs()
+    ours = to_numpy(torch_own.run(case.op, case.contract, inputs))
+    theirs = run_adapter(families["qwen3"], case, inputs)
+    assert np.array_equal(ours.astype(np.float32), theirs.astype(np.float32))
+    assert judged(theirs, case, inputs).outcome in ("identical", "agree")
+
+
+def test_qk_norm_rope_at_position_zero_is_qk_norm(families):
+    case = Case.from_id("qk_norm_rope@qwen3/bf16/4x4x32/normal/w=trained")
+    inputs = case.inputs()
+    at_zero = CaseInputs(dict(inputs.arrays, positions=np.zeros(4, np.int64)), 4)
+    plain = Case.from_id("qk_norm@qwen3/bf16/4x4x32/normal/w=trained")
+    assert np.array_equal(run_adapter(families["qwen3"], case, at_zero).view(np.uint16),
+                          run_adapter(families["qwen3"], plain, plain.inputs()).view(np.uint16))
+    assert not np.array_equal(run_adapter(families["qwen3"], case, inputs).view(np.uint16),
+                              run_adapter(families["qwen3"], plain, plain.inputs()).view(np.uint16))
+
+
+def test_rotary_takes_the_contract_theta(families):
+    # Qwen3Config's own default is 10000; the contract's 1e6 (and any other value) must reach inv_freq
+    from normdiff.harness import reference
+
+    for theta in (1e6, 5e5):
+        rotary = families["qwen3"].rotary(64, theta)
+        want = reference.rope_inverse_frequencies(64, theta)
+        got = rotary.inv_freq.numpy()
+        assert np.abs(got.astype(np.float64) - want).max() <= np.spacing(want).max()
+    case = Case.from_id("qk_norm_rope@qwen3/fp32/4x4x32/normal/w=trained")
+    inputs = case.inputs()
+    assert judged(run_adapter(families["qwen3"], case, inputs), case, inputs).outcome in ("identical", "agree")
+    wrong_theta = to_numpy(families["qwen3"](case.op, case.contract.replace(rope_theta=1e4), inputs))
+    assert judged(wrong_theta, case, inputs).outcome == "disagree"
+
+
+def test_qk_norm_rope_rows_are_independent_tokens(families):
+    # batch_rows=True: each row with its own position, alone or together, gives the same bits
+    case = Case.from_id("qk_norm_rope@qwen3/bf16/8x4x32/head_scales:lognormal/w=trained")
+    inputs = case.inputs()
+    together = run_adapter(families["qwen3"], case, inputs)
+    alone = [run_adapter(families["qwen3"], case, CaseInputs(
+        dict(inputs.arrays, x=inputs.arrays["x"][i:i + 1], positions=inputs.arrays["positions"][i:i + 1]),
+        inputs.num_heads)) for i in range(8)]
+    assert np.array_equal(together.view(np.uint16), np.concatenate(alone).view(np.uint16))
+    with pytest.raises(ValueError, match="3 positions for 8 rows"):
+        families["qwen3"](case.op, case.contract, CaseInputs(
+            dict(inputs.arrays, positions=inputs.arrays["positions"][:3]), inputs.num_heads))
 
 
 def test_l2norm_is_called_on_float32_as_the_delta_rule_does(families):
