@@ -39,10 +39,11 @@ def results_frame(outcomes) -> pd.DataFrame:
 
 
 def pairs_frame(outcomes) -> pd.DataFrame:
-    """Pairwise distances between implementations' outputs on each case they both answered."""
+    """Pairwise distances between implementations' outputs on each case they both answered.
+    Mutants are left out: each is its own group by design, and the kill matrix speaks for them."""
     by_case = defaultdict(list)
     for o in outcomes:
-        if o.output is not None and o.measurement.outcome not in NOT_RUN:
+        if o.output is not None and o.measurement.outcome not in NOT_RUN and o.impl.kind != "mutant":
             by_case[o.case.id].append(o)
     rows = []
     for case_id, outs in by_case.items():

@@ -104,3 +104,13 @@ def test_cases_with_different_weights_are_not_batched_together():
     impl = Implementation("x", "own", "numpy", "m:f", frozenset(pairs()), batch_rows=True)
     tasks = runner.plan([runner.prepare(a), runner.prepare(b)], impl)
     assert len(tasks) == 2
+
+
+def test_a_failure_while_judging_costs_outcomes_not_the_run(fixtures_dir, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("judge bug")
+
+    monkeypatch.setattr(runner.compare, "judge", broken)
+    report, got = outcomes(fixtures_dir, ["correct"])
+    assert got["fx-correct"] == {"error"}
+    assert "could not judge this output: ZeroDivisionError: judge bug" in report.results["detail"].iloc[0]
