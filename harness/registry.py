@@ -6,6 +6,8 @@ An entry is only a description: registering imports nothing. The worker for `fra
 for a framework it does not use. The loaded attribute is an *adapter*:
 
     adapter(op: str, contract: Contract, inputs: CaseInputs) -> array-like shaped like inputs x
+
+or, for an entry with `params`, a factory that returns such an adapter.
 """
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ class Implementation:
     # Which worker process runs it (default: one per framework). Slow-to-import sources such as
     # transformers get their own, so they import side by side with the light ones.
     worker: str = ""
+    # When set, `entry` is a factory: the worker calls entry(**dict(params)) once to get the adapter
+    # (user code and external commands carry their target this way). Pairs of (name, value).
+    params: tuple = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

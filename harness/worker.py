@@ -67,7 +67,8 @@ def _import_file(path: str):
 
 def _adapter(impl):
     if impl.name not in _adapters:
-        _adapters[impl.name] = load_entry(impl.entry)
+        entry = load_entry(impl.entry)
+        _adapters[impl.name] = entry(**dict(impl.params)) if impl.params else entry
     return _adapters[impl.name]
 
 
