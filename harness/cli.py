@@ -12,7 +12,7 @@ USAGE_ERROR = 2
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="normdiff", description="Differential testing of LLM normalization layers.")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="subcommand", required=True)
     run = sub.add_parser("run", help="run a suite over every available implementation and write a report")
     run.add_argument("--suite", default="default", help="suite name (normdiff list suites) or path to a .toml file")
     run.add_argument("--out", default="normdiff-report", help="report folder (default: %(default)s)")
@@ -20,6 +20,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="run only this implementation (repeatable)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+    check = sub.add_parser("check", help="judge your own implementation and diagnose its bug")
+    check.add_argument("target", nargs="?", help="FILE.py:NAME or package.module:NAME (a function or a module class)")
+    check.add_argument("--op", required=True, help="rms_norm, gated_rms_norm, l2_norm, qk_norm or qk_norm_rope")
+    check.add_argument("--convention", required=True, help="the convention it claims (normdiff list conventions)")
+    check.add_argument("--suite", default="default", help="suite whose cases of the op are run (default: %(default)s)")
+    check.add_argument("--framework", choices=["numpy", "torch", "jax"], help="force the framework (default: detected)")
+    check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
+                                         "INPUT.safetensors OUTPUT.safetensors appended (README)")
+    check.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
+    check.add_argument("--json", action="store_true", help="print exactly one JSON object")
     explain = sub.add_parser("explain", help="teaching view of a catalogued bug (no argument: the table)")
     explain.add_argument("bug", nargs="?", help="bug id (normdiff list bugs)")
     explain.add_argument("--suite", default="default", help="suite whose cases are run (default: %(default)s)")
@@ -35,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "explain": _explain}[args.command](args)
+        return {"run": _run, "list": _list, "explain": _explain, "check": _check}[args.subcommand](args)
     except ValueError as exc:  # unknown names and malformed suites: the message says what to fix
         print(f"normdiff: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -55,6 +65,38 @@ def _run(args) -> int:
         print(render.terminal(report))
         print(f"{report.meta['cases']} cases in {report.meta['seconds']:.1f} s; report written to {out}/")
     return report.meta["exit_code"]
+
+
+def _check(args) -> int:
+    from normdiff.harness import check, usercode
+
+    target = args.target or args.command
+    try:
+        if args.command and args.target:
+            raise usercode.TargetError("give either a target or --command, not both")
+        if args.command:
+            from normdiff.implementations.command import command_implementation
+
+            impl = command_implementation(args.command, args.op, args.convention, timeout=args.timeout)
+        elif args.target:
+            impl = usercode.user_implementation(args.target, args.op, args.convention, args.framework)
+        else:
+            raise usercode.TargetError("nothing to check: give FILE.py:NAME or --command")
+        result = check.check(impl, args.suite, timeout=args.timeout)
+    except usercode.TargetError as exc:
+        result = check.CheckResult("error", args.op, args.convention, str(target), args.framework or "",
+                                   {"total": 0, "agree": 0, "disagree": 0, "error": 0}, message=str(exc))
+    if args.json:
+        print(json.dumps(result.as_dict(), default=_json_default))
+    else:
+        print(check.describe(result, target or ""))
+    return result.exit_code
+
+
+def _json_default(value):
+    import numpy as np
+
+    return value.item() if isinstance(value, np.generic) else str(value)
 
 
 def _explain(args) -> int:

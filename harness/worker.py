@@ -87,7 +87,7 @@ def handle(message: tuple) -> tuple:
     except ImportError as exc:
         return ("unavailable", f"cannot import {impl.entry}: {_describe(exc)}")
     except Exception as exc:  # an error inside the module that defines the implementation
-        return ("error", f"loading {impl.entry} failed: {_describe(exc)}")
+        return ("error", f"loading {impl.name} failed: {_describe(exc)}")
     if kind == "load":
         return ("ok", None, time.perf_counter() - start)
     _, _, op, contract, inputs = message
