@@ -1,0 +1,424 @@
+"""Implementations in any language, run as an external command (`normdiff check --command CMD`).
+
+The protocol (README, "Checking code in another language"). For each case normdiff
+  1. writes the case's inputs to INPUT_PATH, a safetensors file: one tensor per input the op takes
+     (`x`, `weight`, `gate`, `positions`: `OPS[op].inputs`), float tensors in the case dtype
+     (F32, BF16 or F16), `positions` I64; the header's `__metadata__` (a string map) carries
+     `normdiff_protocol` ("1"), `op`, `convention`, `dtype` (float32 | bfloat16 | float16), `eps`
+     (Python's shortest round-trip repr, which strtod parses), `num_heads`, `rows`, `width` and
+     `contract` (every knob of the contract as JSON);
+  2. runs CMD with INPUT_PATH and OUTPUT_PATH appended as its last two arguments, both absolute, in
+     a fresh temporary directory per call (which also catches its stdout and stderr). The working
+     directory is `cwd` (by default the directory normdiff was started in, so `./my_norm` works);
+     the environment adds NORMDIFF_INPUT, NORMDIFF_OUTPUT, NORMDIFF_OP, NORMDIFF_CONVENTION,
+     NORMDIFF_DTYPE, NORMDIFF_EPS and NORMDIFF_NUM_HEADS; stdin is empty;
+  3. reads OUTPUT_PATH, a safetensors file the command wrote with a tensor `y` shaped like `x` in
+     F32, BF16 or F16 (normally the input dtype; another float dtype is measured as it is and the
+     report says so). Other tensors and the metadata are ignored.
+
+Tensors in the input file are laid out largest element size first (positions before the floats),
+with the data block starting 8-byte aligned, so every tensor is aligned to its element size and a C
+program may point straight into the buffer. There are no gaps between tensors (the format forbids
+them).
+
+The file format is read and written here by a small self-contained codec rather than by the
+`safetensors` package: safetensors' NumPy API writes BF16 (ml_dtypes' dtype name happens to match)
+but cannot load it (`safetensors.numpy.load` raises KeyError: 'BF16', 0.8.0), bf16 is half of
+what normdiff checks, and the format is 8 bytes of header length, a JSON header and raw
+little-endian bytes. The tests check the codec against the `safetensors` package in both directions
+when it is installed.
+
+Every way a command can fail raises an exception whose message names the problem and the fix; the
+worker turns it into an `error` outcome. A command that runs past its limit is killed (with any
+processes it started: it runs in its own process group) and raises CommandTimeout, a little before
+the worker's own per-call limit would kill the whole worker (`command_timeout_for`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import ml_dtypes
+import numpy as np
+
+from normdiff.harness.contracts import CONVENTIONS, get_contract
+from normdiff.harness.dtypes import format_of
+from normdiff.harness.registry import Implementation
+
+PROTOCOL = "1"
+INPUT_NAME = "input.safetensors"
+OUTPUT_NAME = "output.safetensors"
+OUTPUT_TENSOR = "y"
+OUTPUT_DTYPES = ("F32", "BF16", "F16")  # what normdiff measures
+DEFAULT_WORKER_TIMEOUT = 60.0  # the runner's default per-call limit (`--timeout`)
+
+# ---------------------------------------------------------------------------------------------
+# The safetensors format: u64 little-endian N, N bytes of JSON header, then the data block.
+# Header: {"__metadata__": {str: str}, NAME: {"dtype": D, "shape": [...], "data_offsets": [b, e]}}
+# with offsets relative to the data block. https://github.com/huggingface/safetensors
+
+# safetensors dtype code -> little-endian NumPy dtype (bf16 is read as <u2 and viewed)
+_CODES = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
+    "BOOL": np.dtype("bool"),
+}
+_MAX_HEADER = 100 * 1024 * 1024  # the format's own limit
+
+
+class FormatError(ValueError):
+    """A file that is not valid safetensors (the message says what is wrong with it)."""
+
+
+def dtype_code(dtype) -> str:
+    dtype = np.dtype(dtype)
+    for code, d in _CODES.items():
+        if dtype == d or (code != "BF16" and dtype == d.newbyteorder(">")):
+            return code
+    raise FormatError(f"dtype {dtype} has no safetensors code")
+
+
+def _le_bytes(array: np.ndarray) -> bytes:
+    """The array's elements as little-endian bytes, C order (any dtype, bf16 included)."""
+    a = np.ascontiguousarray(array)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("="))
+    if a.dtype.itemsize > 1:
+        a = a.view(f"u{a.dtype.itemsize}").astype(f"<u{a.dtype.itemsize}", copy=False)
+    return a.tobytes()
+
+
+def encode(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> bytes:
+    """A safetensors file's bytes. Tensors are laid out largest element size first (stable, so
+    otherwise in the order given) and the data block starts 8-byte aligned, so every tensor is
+    aligned to its element size."""
+    order = sorted(tensors, key=lambda k: -np.asarray(tensors[k]).dtype.itemsize)
+    header: dict = {}
+    if metadata:
+        bad = {k: v for k, v in metadata.items() if not (isinstance(k, str) and isinstance(v, str))}
+        if bad:
+            raise FormatError(f"safetensors metadata must map strings to strings; got {bad!r}")
+        header["__metadata__"] = dict(metadata)
+    blobs, offset = [], 0
+    for name in order:
+        array = np.asarray(tensors[name])
+        blob = _le_bytes(array)
+        header[name] = {"dtype": dtype_code(array.dtype), "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    return len(text).to_bytes(8, "little") + text + b"".join(blobs)
+
+
+def decode(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(tensors, metadata) from a safetensors file's bytes; FormatError says what is malformed."""
+    if len(data) < 8:
+        raise FormatError(f"the file has {len(data)} bytes; a safetensors file starts with an 8-byte "
+                          "little-endian header length")
+    n = int.from_bytes(data[:8], "little")
+    if n > min(_MAX_HEADER, len(data) - 8):
+        raise FormatError(f"the first 8 bytes give a header of {n} bytes, but the file has only "
+                          f"{len(data) - 8} after them (the length must be little-endian u64)")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FormatError(f"the {n}-byte header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise FormatError(f"the header is a JSON {type(header).__name__}, not an object")
+    body = memoryview(data)[8 + n:]
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise FormatError("__metadata__ must be an object mapping strings to strings")
+    tensors = {}
+    for name, info in header.items():
+        tensors[name] = _tensor(name, info, body)
+    return tensors, {str(k): str(v) for k, v in metadata.items()}
+
+
+def _tensor(name: str, info, body: memoryview) -> np.ndarray:
+    where = f"tensor {name!r}"
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+        raise FormatError(f"{where}: its header entry must be an object with dtype, shape and "
+                          f"data_offsets; got {info!r}")
+    code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if code not in _CODES:
+        raise FormatError(f"{where}: unknown dtype {code!r} (known: {', '.join(_CODES)})")
+    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise FormatError(f"{where}: shape must be a list of non-negative integers; got {shape!r}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= len(body)):
+        raise FormatError(f"{where}: data_offsets {offsets!r} must be [begin, end] within the "
+                          f"{len(body)}-byte data block that follows the header")
+    dtype = _CODES[code]
+    count = int(np.prod(shape, dtype=np.int64))
+    if offsets[1] - offsets[0] != count * dtype.itemsize:
+        raise FormatError(f"{where}: {code} {tuple(shape)} needs {count * dtype.itemsize} bytes, "
+                          f"data_offsets {offsets} span {offsets[1] - offsets[0]}")
+    data = body[offsets[0]:offsets[1]]
+    if code == "BF16":
+        array = np.frombuffer(data, dtype="<u2").astype(np.uint16).view(dtype)
+    else:
+        array = np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))
+    return array.reshape(shape)  # a writable, native-order copy
+
+
+def write_file(path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    with open(path, "wb") as fh:
+        fh.write(encode(tensors, metadata))
+
+
+def read_file(path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    with open(path, "rb") as fh:
+        return decode(fh.read())
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a command
+
+
+class CommandError(RuntimeError):
+    """The command failed or wrote something unusable; the message names the problem and the fix."""
+
+
+class CommandTimeout(TimeoutError):
+    """The command ran past its time limit and was killed."""
+
+
+def split_command(command) -> list[str]:
+    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    if not argv:
+        raise ValueError("the command is empty; give the program to run, e.g. --command ./my_norm")
+    return argv
+
+
+def command_timeout_for(worker_timeout: float) -> float:
+    """The command's limit under a worker's per-call limit: a little shorter, so that the adapter
+    kills the command and reports it before the worker itself is killed (whose `timeout` outcome
+    would say nothing about the command, and would cost a worker restart)."""
+    return max(min(worker_timeout - 2.0, worker_timeout * 0.9), worker_timeout * 0.5)
+
+
+def command_problem(command, cwd: str | None = None) -> str | None:
+    """Why `command` cannot be started from `cwd`, or None: a quick check a front end can make
+    before running a suite (the adapter raises the same message per call)."""
+    try:
+        argv = split_command(command)
+    except ValueError as exc:
+        return str(exc)
+    return _program_problem(argv[0], cwd or os.getcwd())
+
+
+def _program_problem(program: str, cwd: str) -> str | None:
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = os.path.normpath(os.path.join(cwd, program))
+        if not os.path.exists(path):
+            return (f"command {program!r} not found: no such file {path!r} (relative paths are "
+                    f"taken from {cwd})")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            return (f"command {program!r} is not executable: {path!r} "
+                    f"{'is a directory' if os.path.isdir(path) else 'lacks the execute permission'}; "
+                    f"build it, `chmod +x {program}`, or run it through its interpreter "
+                    f"(e.g. `python3 {program}`)")
+        return None
+    if shutil.which(program) is None:
+        local = os.path.join(cwd, program)
+        hint = (f"; there is a {program!r} in {cwd}: write ./{program}" if os.path.exists(local)
+                else "; give a path (./prog) or install it")
+        return f"command {program!r} not found: no executable {program!r} on PATH{hint}"
+    return None
+
+
+def _tail(path: str, limit: int = 500) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 4 * limit))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return " ".join(text.split())[-limit:]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: be killed if the worker dies (Linux), so a worker killed for its
+    own timeout never leaves the command running."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _load_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def _conventions_of(op: str, contract) -> str:
+    return ",".join(c.name for c in CONVENTIONS.values() if c.contracts.get(op) == contract)
+
+
+def input_metadata(op: str, contract, inputs, convention: str) -> dict[str, str]:
+    x = inputs.arrays["x"]
+    return {"normdiff_protocol": PROTOCOL, "op": op, "convention": convention,
+            "dtype": format_of(x).name, "eps": repr(float(contract.eps)),
+            "num_heads": str(inputs.num_heads), "rows": str(int(np.prod(x.shape[:-1]))),
+            "width": str(x.shape[-1]), "contract": json.dumps(contract.knobs(), sort_keys=True)}
+
+
+def make_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TIMEOUT),
+                 cwd: str | None = None, convention: str | None = None):
+    """The adapter (op, contract, inputs) -> y that runs `command` once per call (protocol above).
+    `timeout` is the command's own limit in seconds; keep it below the runner's per-call limit
+    (`command_timeout_for`). `convention` is only passed on to the command; when None the metadata
+    names every convention whose contract for the op is the one given (comma-separated)."""
+    argv = split_command(command)
+    shown = shlex.join(argv)
+    workdir = os.path.abspath(cwd or os.getcwd())
+
+    def adapter(op, contract, inputs):
+        problem = _program_problem(argv[0], workdir)
+        if problem:
+            raise CommandError(problem)
+        x = inputs.arrays["x"]
+        conv = convention if convention is not None else _conventions_of(op, contract)
+        metadata = input_metadata(op, contract, inputs, conv)
+        with tempfile.TemporaryDirectory(prefix="normdiff-cmd-") as tmp:
+            in_path, out_path = os.path.join(tmp, INPUT_NAME), os.path.join(tmp, OUTPUT_NAME)
+            write_file(in_path, dict(inputs.arrays), metadata)
+            env = dict(os.environ, NORMDIFF_INPUT=in_path, NORMDIFF_OUTPUT=out_path, NORMDIFF_OP=op,
+                       NORMDIFF_CONVENTION=conv, NORMDIFF_DTYPE=metadata["dtype"],
+                       NORMDIFF_EPS=metadata["eps"], NORMDIFF_NUM_HEADS=metadata["num_heads"])
+            stdout_path, stderr_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
+            _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path, timeout)
+            return _read_output(shown, out_path, x, stderr_path)
+
+    adapter.command = shown
+    adapter.timeout = timeout
+    return adapter
+
+
+def _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path, timeout) -> None:
+    start = time.perf_counter()
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        try:
+            proc = subprocess.Popen(argv + [in_path, out_path], cwd=workdir, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True,
+                                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        except FileNotFoundError as exc:
+            raise CommandError(f"command {argv[0]!r} not found: {exc.strerror} (from {workdir})") from None
+        except PermissionError as exc:
+            raise CommandError(f"command {argv[0]!r} is not executable: {exc.strerror}; `chmod +x` it "
+                               "or run it through its interpreter") from None
+        except OSError as exc:  # e.g. ENOEXEC: a script without a #! line
+            raise CommandError(f"command {argv[0]!r} could not be started: {exc}; if it is a script, "
+                               "give it a #! line or run it through its interpreter") from None
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise CommandTimeout(
+                f"command '{shown}' did not finish within {timeout:g} s and was killed; make it faster "
+                f"or allow more time (--timeout; the command gets a little less than the per-call "
+                f"limit){_said(stderr_path)}") from None
+    if code < 0:
+        name = _signal_name(-code)
+        raise CommandError(f"command '{shown}' was killed by {name} after "
+                           f"{time.perf_counter() - start:.2f} s{_said(stderr_path)}")
+    if code != 0:
+        said = _said(stderr_path) or _said(stdout_path, "stdout")
+        raise CommandError(f"command '{shown}' failed with exit status {code}{said or ' (and printed nothing)'}")
+
+
+def _said(path: str, stream: str = "stderr") -> str:
+    tail = _tail(path)
+    return f"; its {stream} ends: {tail}" if tail else ""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the command and anything it started
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def _read_output(shown: str, out_path: str, x: np.ndarray, stderr_path: str) -> np.ndarray:
+    layout = (f"write a safetensors file with a tensor '{OUTPUT_TENSOR}' shaped like x, {tuple(x.shape)}, "
+              f"to the last argument (also $NORMDIFF_OUTPUT)")
+    if not os.path.exists(out_path):
+        raise CommandError(f"command '{shown}' exited with status 0 but wrote no output: {layout}"
+                           f"{_said(stderr_path)}")
+    try:
+        tensors, _ = read_file(out_path)
+    except FormatError as exc:
+        raise CommandError(f"command '{shown}' wrote a malformed output file: {exc}. It must {layout}: "
+                           "8 bytes of little-endian header length, the JSON header, the raw data") from None
+    if OUTPUT_TENSOR not in tensors:
+        have = ", ".join(repr(k) for k in tensors) or "none"
+        raise CommandError(f"command '{shown}' wrote no tensor '{OUTPUT_TENSOR}' (its tensors: {have}); "
+                           f"name the output '{OUTPUT_TENSOR}'")
+    y = tensors[OUTPUT_TENSOR]
+    code = dtype_code(y.dtype)
+    if code not in OUTPUT_DTYPES:
+        raise CommandError(f"command '{shown}' wrote '{OUTPUT_TENSOR}' as {code}; normdiff measures "
+                           f"{', '.join(OUTPUT_DTYPES)}: write it in the input dtype, {dtype_code(x.dtype)}")
+    if y.shape != x.shape:
+        raise CommandError(f"command '{shown}' wrote '{OUTPUT_TENSOR}' with shape {tuple(y.shape)}; "
+                           f"expected {tuple(x.shape)}, the shape of x")
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry entry
+
+
+def command_implementation(command, op: str, convention: str, name: str | None = None,
+                           timeout: float = DEFAULT_WORKER_TIMEOUT, cwd: str | None = None) -> Implementation:
+    """An Implementation that runs `command` (a string, split like a shell would, or a list of
+    arguments) on every case of `op`@`convention`.
+
+    `timeout` is the per-call limit the run will use (`--timeout`, run_suite's `timeout`); the
+    command itself is killed at `command_timeout_for(timeout)`, a little earlier, so that a slow
+    command is reported as such and the worker survives. `cwd` (default: the current directory,
+    resolved now) is where the command runs and where a relative program path is looked up.
+    Unknown op or convention raise ValueError (a usage error); whether the program exists is not
+    checked here (see `command_problem`)."""
+    argv = split_command(command)
+    get_contract(op, convention)  # raises ValueError naming the unknown or undefined pair
+    if name is None:
+        name = " ".join([os.path.basename(argv[0])] + argv[1:])
+        name = name if len(name) <= 40 else name[:39] + "…"
+    return Implementation(
+        name=name, kind="user", framework="numpy",
+        entry="normdiff.implementations.command:make_adapter",
+        pairs=frozenset({(op, convention)}),
+        description=f"external command: {shlex.join(argv)}",
+        batch_rows=False,
+        params=(("command", tuple(argv)), ("timeout", command_timeout_for(timeout)),
+                ("cwd", os.path.abspath(cwd or os.getcwd())), ("convention", convention)),
+    )

@@ -1,0 +1,327 @@
+"""Implementations run as external commands (implementations/command.py): the safetensors codec,
+a C program checked end to end (right, and with eps outside the sqrt), the protocol seen from the
+command's side, and every way a command can fail becoming an outcome with a message that says why."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from normdiff.cases.model import Case
+from normdiff.cases.suites import Suite
+from normdiff.harness import api
+from normdiff.harness.contracts import OPS, get_contract
+from normdiff.harness.registry import Implementation
+from normdiff.implementations import command
+from normdiff.implementations.command import (CommandError, CommandTimeout, FormatError,
+                                              command_implementation, command_problem,
+                                              command_timeout_for, decode, encode, make_adapter)
+
+EXAMPLE_C = Path(__file__).resolve().parents[2] / "examples" / "command" / "rms_norm.c"
+BF16 = ml_dtypes.bfloat16
+
+
+# ---------------------------------------------------------------------------------------------
+# The safetensors codec
+
+
+def _sample_tensors():
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((3, 5)).astype(BF16),
+            "weight": rng.standard_normal(5).astype(np.float16),
+            "gate": rng.standard_normal((3, 5)).astype(np.float32),
+            "positions": np.array([0, 7, 8191], dtype=np.int64)}
+
+
+def test_codec_round_trips_every_dtype_bit_for_bit():
+    tensors = _sample_tensors() | {"f64": np.array([1 / 3]), "empty": np.zeros((0, 4), np.float32),
+                                   "scalar": np.float32(2.5).reshape(()), "flags": np.array([True, False])}
+    got, meta = decode(encode(tensors, {"op": "rms_norm", "eps": "1e-06"}))
+    assert meta == {"op": "rms_norm", "eps": "1e-06"}
+    assert set(got) == set(tensors)
+    for name, array in tensors.items():
+        assert got[name].dtype == array.dtype and got[name].shape == array.shape
+        assert got[name].tobytes() == array.tobytes()
+        assert got[name].flags.writeable
+
+
+def test_codec_aligns_every_tensor_to_its_element_size():
+    data = encode(_sample_tensors(), {"op": "qk_norm_rope"})
+    n = int.from_bytes(data[:8], "little")
+    assert (8 + n) % 8 == 0  # the data block starts 8-byte aligned
+    header = json.loads(data[8:8 + n])
+    assert list(header)[1] == "positions"  # int64 first, then the 4- and 2-byte floats
+    sizes = {"I64": 8, "F32": 4, "F16": 2, "BF16": 2}
+    ends = []
+    for name, info in header.items():
+        if name != "__metadata__":
+            assert info["data_offsets"][0] % sizes[info["dtype"]] == 0
+            ends.append(info["data_offsets"])
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:])) and ends[0][0] == 0  # no gaps
+
+
+def test_codec_agrees_with_the_safetensors_package():
+    safetensors = pytest.importorskip("safetensors")
+    from safetensors.numpy import save
+
+    tensors = _sample_tensors()
+    ours = encode(tensors, {"op": "rms_norm"})
+    theirs = dict(safetensors.deserialize(ours))  # the reference reader accepts ours, bf16 included
+    for name, array in tensors.items():
+        assert theirs[name]["shape"] == list(array.shape)
+        assert bytes(theirs[name]["data"]) == array.tobytes()
+    assert theirs["x"]["dtype"] == "BF16" and theirs["positions"]["dtype"] == "I64"
+    got, meta = decode(save(tensors, metadata={"k": "v"}))  # and ours reads the reference writer's
+    assert meta == {"k": "v"}
+    for name, array in tensors.items():
+        assert got[name].dtype == array.dtype and got[name].tobytes() == array.tobytes()
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x01\x02", "8-byte little-endian header length"),
+    ((1000).to_bytes(8, "little") + b"{}", "header of 1000 bytes"),
+    ((4).to_bytes(8, "little") + b"{no}", "not JSON"),
+    ((2).to_bytes(8, "little") + b"[]", "not an object"),
+    (encode({"y": np.zeros(4, np.float32)})[:-4], "data_offsets"),
+])
+def test_codec_names_what_is_malformed(data, message):
+    with pytest.raises(FormatError, match=message):
+        decode(data)
+
+
+def test_codec_rejects_a_wrong_byte_count_and_an_unknown_dtype():
+    def with_header(entry, body=b"\0" * 16):
+        text = json.dumps({"y": entry}).encode()
+        return len(text).to_bytes(8, "little") + text + body
+
+    with pytest.raises(FormatError, match=r"needs 12 bytes, data_offsets \[0, 16\] span 16"):
+        decode(with_header({"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}))
+    with pytest.raises(FormatError, match="unknown dtype 'F8_E4M3'"):
+        decode(with_header({"dtype": "F8_E4M3", "shape": [16], "data_offsets": [0, 16]}))
+
+
+# ---------------------------------------------------------------------------------------------
+# A C program, checked end to end
+
+C_CASES = tuple(Case("rms_norm", "qwen3", dtype, 4, 256, regime=regime, weights="trained")
+                for dtype in ("float32", "bfloat16", "float16") for regime in ("normal", "tiny_rms:1e-3"))
+
+
+@pytest.fixture(scope="session")
+def c_programs(tmp_path_factory) -> dict[str, Path]:
+    """The README's example compiled twice: as written, and with -DEPS_OUTSIDE (the bug)."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler (gcc) on this machine")
+    folder = tmp_path_factory.mktemp("c_programs")
+    programs = {}
+    for name, flags in (("rms_norm", []), ("rms_norm_bug", ["-DEPS_OUTSIDE"])):
+        out = folder / name
+        subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-o", str(out), str(EXAMPLE_C), "-lm"],
+                       check=True, capture_output=True)
+        programs[name] = out
+    return programs
+
+
+def test_c_program_agrees_and_its_eps_bug_disagrees(c_programs):
+    right = command_implementation(str(c_programs["rms_norm"]), "rms_norm", "qwen3", name="c")
+    wrong = command_implementation(str(c_programs["rms_norm_bug"]), "rms_norm", "qwen3", name="c-bug")
+    report = api.run_suite(Suite("c", "", C_CASES), [right, wrong], timeout=30.0)
+    got = report.results.set_index(["implementation", "case_id"])["outcome"].astype(str)
+    for case in C_CASES:
+        assert got[("c", case.id)] in ("identical", "agree"), case.id
+        if case.regime == "normal":  # eps = 1e-6 is invisible next to an RMS of 1
+            assert got[("c-bug", case.id)] in ("identical", "agree"), case.id
+        elif case.dtype != "float16":  # at RMS 1e-3, x / (rms + eps) is 0.1 % off: many ulps
+            assert got[("c-bug", case.id)] == "disagree", case.id
+    assert report.meta["failing"] == ["c-bug"]
+    dtypes = report.results.set_index(["implementation", "case_id"])["output_dtype"]
+    assert all(dtypes[("c", case.id)] == case.dtype for case in C_CASES)
+
+
+def test_a_relative_program_path_is_taken_from_cwd(c_programs):
+    impl = command_implementation("./rms_norm", "rms_norm", "qwen3", cwd=str(c_programs["rms_norm"].parent))
+    adapter = make_adapter(**dict(impl.params))
+    case = C_CASES[1]
+    y = adapter(case.op, case.contract, case.inputs())
+    assert y.shape == (4, 256) and y.dtype == np.float32
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol from the command's side (a Python program checks what it is given)
+
+
+@pytest.fixture(scope="session")
+def program(fixtures_dir) -> list[str]:
+    return [sys.executable, str(fixtures_dir / "command_program.py")]
+
+
+OP_CASES = (
+    Case("rms_norm", "qwen3.5", "bfloat16", 4, 64, weights="trained"),
+    Case("gated_rms_norm", "qwen3.5", "float16", 4, 64, weights="trained", gate="open"),
+    Case("l2_norm", "qwen3.5", "float32", 4, 64),
+    Case("qk_norm", "olmo2", "bfloat16", 4, 64, num_heads=4, weights="trained"),
+    Case("qk_norm_rope", "qwen3", "bfloat16", 4, 32, num_heads=2, weights="trained"),
+)
+
+
+def test_every_op_reaches_the_command_with_its_inputs_and_metadata(program):
+    impls = [command_implementation(program + ["correct"], c.op, c.convention, name=f"py-{c.op}")
+             for c in OP_CASES]
+    report = api.run_suite(Suite("ops", "", OP_CASES), impls, timeout=30.0)
+    ran = report.results[~report.results["outcome"].isin(["unsupported"])]
+    assert len(ran) == len(OP_CASES)
+    assert set(ran["outcome"].astype(str)) <= {"identical", "agree"}, ran[["case_id", "detail"]].to_string()
+
+
+def test_input_file_and_metadata(tmp_path):
+    case = OP_CASES[-1]
+    inputs = case.inputs()
+    meta = command.input_metadata(case.op, case.contract, inputs, "qwen3")
+    path = tmp_path / "in.safetensors"
+    command.write_file(path, dict(inputs.arrays), meta)
+    tensors, got = command.read_file(path)
+    assert set(tensors) == set(OPS[case.op].inputs) == {"x", "weight", "positions"}
+    assert tensors["positions"].dtype == np.int64 and tensors["x"].dtype == BF16
+    assert got["op"] == "qk_norm_rope" and got["convention"] == "qwen3" and got["dtype"] == "bfloat16"
+    assert got["num_heads"] == "2" and (got["rows"], got["width"]) == ("4", "64")
+    assert float(got["eps"]) == case.contract.eps and got["normdiff_protocol"] == "1"
+    assert json.loads(got["contract"])["rope_theta"] == 1e6
+
+
+def test_without_a_convention_the_metadata_names_every_matching_one():
+    assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3")) == "qwen3,llama"
+    assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3").replace(eps=1.0)) == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures become outcomes, with messages that name the problem
+
+ONE = (Case("rms_norm", "qwen3", "bfloat16", 4, 64, weights="trained"),)
+
+
+def test_failures_become_error_outcomes_that_say_why(program, tmp_path):
+    modes = ["fails", "segfaults", "nothing", "wrong_shape", "no_y", "malformed", "float64", "float32"]
+    impls = [command_implementation(program + [m], "rms_norm", "qwen3", name=m) for m in modes]
+    impls.append(command_implementation("no-such-program-xyz --flag", "rms_norm", "qwen3", name="missing"))
+    impls.append(command_implementation(program + ["sleeps"], "rms_norm", "qwen3", name="sleeps", timeout=1.0))
+    start = time.perf_counter()
+    report = api.run_suite(Suite("one", "", ONE), impls, timeout=20.0)
+    assert time.perf_counter() - start < 15  # the 0.5 s command limit, not the worker's 20 s
+    rows = report.results.set_index("implementation")
+    outcome, detail = rows["outcome"].astype(str), rows["detail"]
+
+    assert outcome["fails"] == "error"
+    assert "exit status 3" in detail["fails"]
+    assert "boom: the kernel could not find its weights" in detail["fails"]
+    assert outcome["segfaults"] == "error" and "killed by SIGSEGV" in detail["segfaults"]
+    assert outcome["nothing"] == "error" and "wrote no output" in detail["nothing"]
+    assert "tensor 'y' shaped like x, (4, 64)" in detail["nothing"]
+    assert outcome["wrong_shape"] == "error"
+    assert "shape (4, 63); expected (4, 64)" in detail["wrong_shape"]
+    assert outcome["no_y"] == "error" and "no tensor 'y' (its tensors: 'out')" in detail["no_y"]
+    assert outcome["malformed"] == "error" and "malformed output file" in detail["malformed"]
+    assert "not JSON" in detail["malformed"]
+    assert outcome["float64"] == "error" and "as F64" in detail["float64"] and "BF16" in detail["float64"]
+    # another measured float dtype is judged as it is, and the report says so
+    assert outcome["float32"] in ("identical", "agree", "disagree")
+    assert rows.loc["float32", "output_dtype"] == "float32"
+    assert "returns float32 for bfloat16 input" in detail["float32"]
+    assert outcome["missing"] == "error"
+    assert "command 'no-such-program-xyz' not found" in detail["missing"]
+    assert outcome["sleeps"] == "error"
+    assert "did not finish within 0.5 s and was killed" in detail["sleeps"]
+    assert report.meta["exit_code"] == 1
+
+
+def test_a_timeout_kills_what_the_command_started(program, tmp_path):
+    pid_file = tmp_path / "pid"
+    adapter = make_adapter(program + ["sleeps_with_child", str(pid_file)], timeout=1.0)
+    case = ONE[0]
+    with pytest.raises(CommandTimeout, match="did not finish within 1 s"):
+        adapter(case.op, case.contract, case.inputs())
+    pid = int(pid_file.read_text())
+    for _ in range(100):  # the grandchild was in the command's process group
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if _is_zombie(pid):
+            break
+        time.sleep(0.02)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the command's child outlived the timeout")
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def test_a_file_without_execute_permission_says_how_to_fix_it(tmp_path):
+    script = tmp_path / "norm.py"
+    script.write_text("print('hi')\n")
+    script.chmod(0o644)
+    message = command_problem("./norm.py", cwd=str(tmp_path))
+    assert "is not executable" in message and "python3 ./norm.py" in message
+    adapter = make_adapter("./norm.py", cwd=str(tmp_path))
+    with pytest.raises(CommandError, match="is not executable"):
+        adapter("rms_norm", ONE[0].contract, ONE[0].inputs())
+
+
+def test_command_problem_finds_missing_programs(tmp_path):
+    assert command_problem(sys.executable) is None
+    assert "command 'nope-xyz' not found: no executable 'nope-xyz' on PATH" in command_problem("nope-xyz")
+    (tmp_path / "mine").write_text("#!/bin/sh\n")
+    (tmp_path / "mine").chmod(0o755)
+    assert "write ./mine" in command_problem("mine", cwd=str(tmp_path))
+    assert command_problem("./mine", cwd=str(tmp_path)) is None
+    assert "no such file" in command_problem("./gone", cwd=str(tmp_path))
+    assert "empty" in command_problem("  ")
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry entry
+
+
+def test_command_implementation_builds_a_user_entry():
+    impl = command_implementation("./rms_norm --fast", "rms_norm", "qwen3", timeout=60.0)
+    assert isinstance(impl, Implementation)
+    assert (impl.kind, impl.framework, impl.batch_rows) == ("user", "numpy", False)
+    assert impl.entry == "normdiff.implementations.command:make_adapter"
+    assert impl.pairs == frozenset({("rms_norm", "qwen3")})
+    assert impl.name == "rms_norm --fast"
+    params = dict(impl.params)
+    assert params["command"] == ("./rms_norm", "--fast") and params["convention"] == "qwen3"
+    assert params["cwd"] == os.getcwd()
+    assert 50 <= params["timeout"] < 60  # below the worker's limit, so the adapter reports it first
+    assert impl.unavailable_reason() is None
+    assert pickle.loads(pickle.dumps(impl)) == impl and hash(impl) == hash(pickle.loads(pickle.dumps(impl)))
+    assert command_implementation(["a b", "c"], "rms_norm", "qwen3").description == "external command: 'a b' c"
+
+
+def test_command_implementation_rejects_unknown_pairs_and_empty_commands():
+    with pytest.raises(ValueError, match="unknown convention 'qwen9'"):
+        command_implementation("./x", "rms_norm", "qwen9")
+    with pytest.raises(ValueError, match="does not define 'gated_rms_norm'"):
+        command_implementation("./x", "gated_rms_norm", "qwen3")
+    with pytest.raises(ValueError, match="empty"):
+        command_implementation("", "rms_norm", "qwen3")
+
+
+@pytest.mark.parametrize("worker", [2.0, 10.0, 60.0, 600.0])
+def test_the_command_timeout_is_shorter_than_the_workers(worker):
+    assert worker * 0.5 <= command_timeout_for(worker) < worker
