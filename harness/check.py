@@ -65,7 +65,8 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0) -
     outcome = rows["outcome"].astype(str)
     counts = {"total": len(rows), "agree": int(outcome.isin(("identical", "agree")).sum()),
               "disagree": int(outcome.isin(DISAGREEING).sum()), "error": int(outcome.isin(FAILED_TO_RUN).sum())}
-    result = CheckResult("agrees", op, convention, impl.name, impl.framework, counts, report=report)
+    framework = "command" if impl.entry.startswith("normdiff.implementations.command") else impl.framework
+    result = CheckResult("agrees", op, convention, impl.name, framework, counts, report=report)
     if counts["error"] == counts["total"]:  # nothing ran: the target cannot be loaded or called
         result.verdict, result.message = "error", _first_detail(rows)
         return result

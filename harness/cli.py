@@ -1,5 +1,6 @@
-"""The `normdiff` command line. Exit codes: 0 all agree, 1 a non-mutant implementation disagrees,
-2 usage error (unknown suite, op, convention or implementation; malformed suite file)."""
+"""The `normdiff` command line. Exit codes: 0 all agree, 1 a non-mutant implementation disagrees
+(or, with --baseline, a regression since the baseline), 2 usage error (unknown suite, op,
+convention or implementation; malformed suite file; unusable baseline file)."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,17 @@ def _parser() -> argparse.ArgumentParser:
                      help="run only this implementation (repeatable)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+    run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
+                                                             "regression baseline (JSON)")
+    run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
+                                                        "2 when FILE is unusable")
+    repro = sub.add_parser("repro", help="replay one case against one implementation (a results.csv row)")
+    repro.add_argument("case_id", metavar="CASE_ID", help="a case id from results.csv, e.g. "
+                                                          "'rms_norm@qwen3/bf16/8x1024/normal/w=trained'")
+    repro.add_argument("--implementation", "-i", required=True, metavar="NAME", help="registered implementation")
+    repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
+                                                           "replays it without normdiff's runner")
+    repro.add_argument("--timeout", type=float, default=60.0, help="seconds the call may take (default: %(default)s)")
     check = sub.add_parser("check", help="judge your own implementation and diagnose its bug")
     check.add_argument("target", nargs="?", help="FILE.py:NAME or package.module:NAME (a function or a module class)")
     check.add_argument("--op", required=True, help="rms_norm, gated_rms_norm, l2_norm, qk_norm or qk_norm_rope")
@@ -45,26 +57,54 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "explain": _explain, "check": _check}[args.subcommand](args)
+        return {"run": _run, "list": _list, "explain": _explain, "check": _check,
+                "repro": _repro}[args.subcommand](args)
     except ValueError as exc:  # unknown names and malformed suites: the message says what to fix
         print(f"normdiff: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
 
 
 def _run(args) -> int:
+    from normdiff.cases import suites
     from normdiff.harness import api
     from normdiff.reports.progress import progress_printer
 
     impls = api.select(args.implementations)
-    report = api.run_suite(args.suite, impls, timeout=args.timeout,
+    suite, base = suites.load(args.suite), None
+    if args.baseline or args.save_baseline:
+        from normdiff.reports import baseline
+    if args.baseline:  # an unusable baseline stops the run before it starts (exit 2)
+        base = baseline.load(args.baseline)
+        baseline.check_suite(base, suite.name)
+    report = api.run_suite(suite, impls, timeout=args.timeout,
                            progress=None if args.quiet else progress_printer())
     from normdiff.reports import render
 
+    comparison = baseline.attach(report, base) if base is not None else None
     out = render.write(report, args.out)
+    if args.save_baseline:
+        baseline.save(report, args.save_baseline)
     if not args.quiet:
         print(render.terminal(report))
-        print(f"{report.meta['cases']} cases in {report.meta['seconds']:.1f} s; report written to {out}/")
+        if comparison is not None:
+            print(comparison.terminal())
+        print(f"{report.meta['cases']} cases in {report.meta['seconds']:.1f} s; report written to {out}/"
+              + (f"; baseline saved to {args.save_baseline}" if args.save_baseline else ""))
+    elif comparison is not None and (comparison.warnings or comparison.exit_code):
+        print(comparison.terminal(), file=sys.stderr)
     return report.meta["exit_code"]
+
+
+def _repro(args) -> int:
+    from normdiff.harness import repro
+
+    case, impl = repro.resolve(args.case_id, args.implementation)
+    replay = repro.replay(case, impl, timeout=args.timeout)
+    print(repro.describe(replay))
+    if args.script:
+        path = repro.write_script(case, impl, args.script, replay)
+        print(f"\nscript written to {path}; run it with: python {path}")
+    return replay.exit_code
 
 
 def _check(args) -> int:
@@ -75,8 +115,11 @@ def _check(args) -> int:
         if args.command and args.target:
             raise usercode.TargetError("give either a target or --command, not both")
         if args.command:
-            from normdiff.implementations.command import command_implementation
+            from normdiff.implementations.command import command_implementation, command_problem
 
+            problem = command_problem(args.command)
+            if problem:  # fail fast: no suite run for a program that cannot start
+                raise usercode.TargetError(problem)
             impl = command_implementation(args.command, args.op, args.convention, timeout=args.timeout)
         elif args.target:
             impl = usercode.user_implementation(args.target, args.op, args.convention, args.framework)
@@ -84,7 +127,8 @@ def _check(args) -> int:
             raise usercode.TargetError("nothing to check: give FILE.py:NAME or --command")
         result = check.check(impl, args.suite, timeout=args.timeout)
     except usercode.TargetError as exc:
-        result = check.CheckResult("error", args.op, args.convention, str(target), args.framework or "",
+        result = check.CheckResult("error", args.op, args.convention, str(target),
+                                   "command" if args.command else (args.framework or "detected"),
                                    {"total": 0, "agree": 0, "disagree": 0, "error": 0}, message=str(exc))
     if args.json:
         print(json.dumps(result.as_dict(), default=_json_default))

@@ -325,3 +325,12 @@ def test_command_implementation_rejects_unknown_pairs_and_empty_commands():
 @pytest.mark.parametrize("worker", [2.0, 10.0, 60.0, 600.0])
 def test_the_command_timeout_is_shorter_than_the_workers(worker):
     assert worker * 0.5 <= command_timeout_for(worker) < worker
+
+
+def test_check_cli_fails_fast_for_a_missing_program():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.cli", "check", "--command", "./no-such-program",
+                           "--op", "rms_norm", "--convention", "qwen3"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "command './no-such-program' not found" in proc.stdout
