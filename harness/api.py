@@ -15,12 +15,14 @@ def select(names: list[str] | None = None) -> list[Implementation]:
 
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
-              timeout: float = 60.0, progress=None, keep_outputs: bool = False) -> "Report":
+              timeout: float = 60.0, progress=None, keep_outputs: bool | str = False) -> "Report":
+    """Run `suite` over `implementations` (default: every registered one). keep_outputs: True keeps
+    every output array in report.outputs, "worst" only those the report's side-by-sides show."""
     suite = suites.load(suite) if isinstance(suite, str) else suite
     impls = implementations if implementations is not None else select()
     # pandas (for the report) is imported while the workers compute, not before they start
     data = runner.run(suite, impls, timeout=timeout, progress=progress, meanwhile=_import_reports)
-    from normdiff.reports import tables
+    from normdiff.reports import html, tables, worst
     from normdiff.reports.render import Report, versions
 
     results, stale = findings.annotate(tables.results_frame(data.outcomes))
@@ -28,10 +30,8 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
             "cases": len(suite), "implementations": len(impls), "seconds": data.seconds,
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
-            "budgets": dict(ULP_BUDGETS),
-            "versions": versions()}
-    outputs = ({(o.case.id, o.impl.name): o.output for o in data.outcomes if o.output is not None}
-               if keep_outputs else {})
+            "budgets": dict(ULP_BUDGETS), "versions": versions(), "git_revision": html.git_revision()}
+    outputs = worst.keep_outputs(data.outcomes, results, keep_outputs)
     return Report(results, tables.pairs_frame(data.outcomes), meta, outputs)
 
 

@@ -76,7 +76,7 @@ def _run(args) -> int:
     if args.baseline:  # an unusable baseline stops the run before it starts (exit 2)
         base = baseline.load(args.baseline)
         baseline.check_suite(base, suite.name)
-    report = api.run_suite(suite, impls, timeout=args.timeout,
+    report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst",
                            progress=None if args.quiet else progress_printer())
     from normdiff.reports import render
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 
 
-def progress_printer(stream=sys.stderr):
-    """A one-line progress bar when `stream` is a terminal; otherwise nothing."""
+def progress_printer(stream=None):
+    """A one-line progress bar when `stream` (default: the current sys.stderr) is a terminal;
+    otherwise nothing."""
+    stream = sys.stderr if stream is None else stream
     if not stream.isatty():
         return None
 

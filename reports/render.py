@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from normdiff.reports import killmatrix, tables
+from normdiff.reports.worst import repro_command
 
 EXACT_SHARE = 0.99
 SUMMARY_COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagree",
@@ -25,6 +26,8 @@ class Report:
     meta: dict
     # (case_id, implementation) -> output array, kept only when asked for (explain, repro)
     outputs: dict = field(default_factory=dict)
+    # the comparison with a baseline (reports/baseline.py), when the run was given --baseline
+    baseline: object = None
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -79,7 +82,18 @@ def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
 def _cell(value) -> str:
     if isinstance(value, float):
         return "" if pd.isna(value) else f"{value:.3g}"
-    return str(value).replace("|", "\\|")
+    return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")  # one table row per line
+
+
+def _verdict(meta: dict) -> str:
+    if meta["exit_code"] == 0:
+        return "every non-mutant implementation agrees with the reference."
+    reasons = []
+    if meta.get("failing"):
+        reasons.append("disagreeing: " + ", ".join(meta["failing"]) + " (see Failing rows)")
+    if meta["exit_code"] and not meta.get("failing"):
+        reasons.append("regressions since the baseline (see Changes since baseline)")
+    return "; ".join(reasons) + "."
 
 
 def summary_markdown(report: Report) -> str:
@@ -87,20 +101,23 @@ def summary_markdown(report: Report) -> str:
     summary = report.summary
     lines = [f"# normdiff report: suite `{meta['suite']}`", "",
              f"{meta['cases']} cases x {meta['implementations']} implementations in "
-             f"{meta['seconds']:.1f} s. Exit status {meta['exit_code']}: "
-             + ("every non-mutant implementation agrees with the reference." if meta["exit_code"] == 0
-                else "some implementation disagrees (see below)."), "",
+             f"{meta['seconds']:.1f} s. Exit status {meta['exit_code']}: {_verdict(meta)}", "",
              "## Implementations", "", markdown_table(summary[SUMMARY_COLUMNS + ["worst_max_ulp", "worst_case"]]), "",
              "## Groups that agree on every shared case (within the ULP budget)", ""]
     lines += [f"- {', '.join(g)}" for g in report.groups("agree")]
     lines += ["", f"## Bit-exact families (bit-identical on at least {EXACT_SHARE:.0%} of the elements of shared cases)", ""]
     lines += [f"- {dtype}: " + "; ".join("{" + ", ".join(g) + "}" for g in fams)
               for dtype, fams in report.exact_families().items()]
+    if report.baseline is not None:  # `normdiff run --baseline FILE`
+        lines += ["", report.baseline.markdown()]
     bad = tables.failing_rows(report.results)
     if not bad.empty:
         worst = bad.sort_values("max_ulp", ascending=False).head(20)
+        worst = worst.assign(replay=[f"`{repro_command(c, i)}`"
+                                     for c, i in zip(worst["case_id"], worst["implementation"])])
         lines += ["", "## Failing rows (worst 20)", "",
-                  markdown_table(worst[["case_id", "implementation", "outcome", "max_ulp", "rel_l2", "detail"]])]
+                  markdown_table(worst[["case_id", "implementation", "outcome", "max_ulp", "rel_l2", "detail",
+                                        "replay"]])]
     known = report.results[report.results["known_finding"].astype(bool)]
     if not known.empty:
         lines += ["", "## Known findings (real libraries that disagree with their contract; not failures)", ""]
@@ -135,6 +152,14 @@ def write(report: Report, out_dir: str | os.PathLike) -> Path:
     _atomic_write(out / "kill_summary.csv", report.kill_summary.to_csv(index=False))
     _atomic_write(out / "summary.md", summary_markdown(report))
     _atomic_write(out / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
+    from normdiff.reports import html, junit  # report.html draws its plots into out/plots/
+
+    _atomic_write(out / "junit.xml", junit.junit_xml(report))
+    _atomic_write(out / "report.html", html.render_html(report, out))
+    if report.baseline is not None:
+        _atomic_write(out / "changes.csv", report.baseline.changes.to_csv(index=False))
+    else:
+        (out / "changes.csv").unlink(missing_ok=True)  # an earlier run's, not this one's
     return out
 
 

@@ -8,6 +8,7 @@ these two tables.
 from __future__ import annotations
 
 import itertools
+import shlex
 from collections import defaultdict
 
 import numpy as np
@@ -30,12 +31,21 @@ def results_frame(outcomes) -> pd.DataFrame:
                "framework": o.impl.framework}
         row.update(o.measurement.as_row())
         row["seconds"] = o.seconds
+        row["repro"] = repro_command(c.id, o.impl.name, o.measurement.outcome)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame["outcome"] = pd.Categorical(frame["outcome"], categories=OUTCOMES, ordered=True)
         frame = frame.sort_values(["case_id", "implementation"], kind="stable").reset_index(drop=True)
     return frame
+
+
+def repro_command(case_id: str, implementation: str, outcome: str) -> str:
+    """The shell command that replays a case that did not pass (`normdiff repro`); "" for the
+    others."""
+    if outcome in PASSING or outcome in NOT_RUN:
+        return ""
+    return f"normdiff repro {shlex.quote(case_id)} --implementation {shlex.quote(implementation)}"
 
 
 def pairs_frame(outcomes) -> pd.DataFrame:
