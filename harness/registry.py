@@ -32,8 +32,9 @@ class Implementation:
     # Rows are independent, so the runner may concatenate the rows of same-shaped cases into one
     # call. Only for code whose results cannot depend on other rows (ours); never for user code.
     batch_rows: bool = False
-    # Which worker process runs it (default: one per framework). Slow-to-import sources such as
-    # transformers get their own, so they import side by side with the light ones.
+    # Which worker process runs it (default: one per framework). A separate worker overlaps a slow
+    # import with other work but pays for its framework again (measured: transformers in its own
+    # worker was slower on two cores, so it shares torch's).
     worker: str = ""
     # When set, `entry` is a factory: the worker calls entry(**dict(params)) once to get the adapter
     # (user code and external commands carry their target this way). Pairs of (name, value).
