@@ -32,7 +32,10 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
             "budgets": dict(ULP_BUDGETS), "versions": versions(), "git_revision": html.git_revision()}
     outputs = worst.keep_outputs(data.outcomes, results, keep_outputs)
-    return Report(results, tables.pairs_frame(data.outcomes), meta, outputs)
+    from normdiff.reports import conventions
+
+    return Report(results, tables.pairs_frame(data.outcomes), meta, outputs,
+                  conventions=conventions.divergence(suite.cases))
 
 
 def _import_reports() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from normdiff.reports import killmatrix, tables
+from normdiff.reports import conventions, killmatrix, tables
 from normdiff.reports.worst import repro_command
 
 EXACT_SHARE = 0.99
@@ -28,6 +28,8 @@ class Report:
     outputs: dict = field(default_factory=dict)
     # the comparison with a baseline (reports/baseline.py), when the run was given --baseline
     baseline: object = None
+    # how the conventions' exact contracts differ on the suite's inputs (reports/conventions.py)
+    conventions: pd.DataFrame | None = None
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -133,6 +135,11 @@ def summary_markdown(report: Report) -> str:
                   markdown_table(kills[["mutant", "op", "convention", "caught_by", "cases", "exposing_regimes",
                                         "invisible_regimes", "typical_rel_l2", "exposed_rel_l2", "typical_cosine",
                                         "typical_assert_close_passes"]])]
+    if report.conventions is not None and not report.conventions.empty:
+        lines += ["", "## How the conventions differ on the same inputs", "",
+                  "The exact contracts of each pair of conventions with different maths, evaluated on the suite's "
+                  "inputs (relative L2 distance); conventions that differ only in rounding are listed together.", "",
+                  markdown_table(conventions.summary(report.conventions))]
     lines += ["", "## Budgets (ULPs of the output dtype)", ""]
     lines += [f"- {dtype}: " + ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items())
               for dtype, per_op in meta["budgets"].items()]
@@ -148,6 +155,8 @@ def write(report: Report, out_dir: str | os.PathLike) -> Path:
     _atomic_write(out / "agreement.csv", report.agreement().to_csv())
     _atomic_write(out / "identical.csv", report.agreement("identical").to_csv())
     _atomic_write(out / "summary.csv", report.summary.to_csv(index=False))
+    if report.conventions is not None:
+        _atomic_write(out / "conventions.csv", report.conventions.to_csv(index=False))
     _atomic_write(out / "kill_matrix.csv", killmatrix.kill_matrix(report.results).to_csv())
     _atomic_write(out / "kill_summary.csv", report.kill_summary.to_csv(index=False))
     _atomic_write(out / "summary.md", summary_markdown(report))
