@@ -56,7 +56,7 @@ from importlib import metadata
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: never reach a hub
 
-import torch  # noqa: E402  (only ever imported inside the hf worker)
+import torch  # noqa: E402  (only ever imported inside the torch worker)
 
 from normdiff.cases.model import CaseInputs  # noqa: E402
 from normdiff.harness.contracts import Contract  # noqa: E402
