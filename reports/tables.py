@@ -8,7 +8,6 @@ these two tables.
 from __future__ import annotations
 
 import itertools
-import shlex
 from collections import defaultdict
 
 import numpy as np
@@ -16,6 +15,7 @@ import pandas as pd
 
 from normdiff.harness.compare import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.dtypes import get_format
+from normdiff.reports import worst
 
 CASE_COLUMNS = ["case_id", "op", "convention", "dtype", "shape", "regime", "weights", "gate", "seed"]
 IMPL_COLUMNS = ["implementation", "kind", "framework"]
@@ -43,9 +43,7 @@ def results_frame(outcomes) -> pd.DataFrame:
 def repro_command(case_id: str, implementation: str, outcome: str) -> str:
     """The shell command that replays a case that did not pass (`normdiff repro`); "" for the
     others."""
-    if outcome in PASSING or outcome in NOT_RUN:
-        return ""
-    return f"normdiff repro {shlex.quote(case_id)} --implementation {shlex.quote(implementation)}"
+    return "" if outcome in PASSING or outcome in NOT_RUN else worst.repro_command(case_id, implementation)
 
 
 def pairs_frame(outcomes) -> pd.DataFrame:
