@@ -91,25 +91,10 @@ def _worst(rows, report, impl: str) -> dict:
     info = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in worst[
         ["case_id", "outcome", "max_ulp", "rel_l2", "max_abs", "cosine", "detail"]].items()}
     info["replay"] = f"Case.from_id({worst['case_id']!r}).inputs()"
-    out = report.outputs.get((worst["case_id"], impl))
-    if out is not None:
-        info.update(_values(worst["case_id"], out))
+    from normdiff.reports import worst as sides
+
+    info.update(sides.as_values(sides.side_by_side(report.outputs, worst["case_id"], impl)))
     return info
-
-
-def _values(case_id: str, out: np.ndarray, n: int = 6) -> dict:
-    from normdiff.harness import reference
-    from normdiff.harness.dtypes import get_format
-
-    case = Case.from_id(case_id)
-    inputs = case.inputs()
-    ref = get_format(case.dtype).round(reference.evaluate(case.contract, inputs.arrays, inputs.num_heads))
-    o = out.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        err = np.nan_to_num(np.abs(o - ref), nan=np.inf)
-    row = int(np.unravel_index(np.argmax(err), err.shape)[0])
-    return {"row": row, "x": inputs.arrays["x"].astype(np.float64)[row, :n].tolist(),
-            "reference": ref[row, :n].tolist(), "yours": o[row, :n].tolist()}
 
 
 def describe(result: CheckResult, target: str) -> str:
@@ -137,8 +122,9 @@ def describe(result: CheckResult, target: str) -> str:
                      f"rel_l2 {w['rel_l2'] or float('nan'):.3g})")
         if "x" in w:
             fmt = lambda v: " ".join(f"{a:>10.4g}" for a in v)
-            lines += [f"    row {w['row']}  x         {fmt(w['x'])}", f"    {'':<7}reference {fmt(w['reference'])}",
-                      f"    {'':<7}yours     {fmt(w['yours'])}"]
+            lines += [f"    row {w['row']}, columns {', '.join(w['columns'])}", f"    x          {fmt(w['x'])}",
+                      f"    reference  {fmt(w['reference'])}", f"    yours      {fmt(w['yours'])}",
+                      f"    ulp error  {fmt(w['ulp_error'])}"]
     return "\n".join(lines)
 
 

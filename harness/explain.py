@@ -83,16 +83,6 @@ def _plausible(typical) -> str:
 
 
 def _side_by_side(report, case_id: str, impl: str) -> str:
-    case = Case.from_id(case_id)
-    inputs = case.inputs()
-    fmt = get_format(case.dtype)
-    ref = fmt.round(reference.evaluate(case.contract, inputs.arrays, inputs.num_heads))
-    out = report.outputs[(case_id, impl)].astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        err = np.nan_to_num(np.abs(out - ref), nan=np.inf)
-    row = int(np.unravel_index(np.argmax(err), err.shape)[0])
-    x = inputs.arrays["x"].astype(np.float64)[row]
-    cols = slice(0, SIDE_BY_SIDE)
-    fmt_row = lambda name, v: f"    {name:<10}" + " ".join(f"{a:>11.4g}" for a in v[cols])
-    return "\n".join([f"    row {row}, first {SIDE_BY_SIDE} elements ({case.dtype}):",
-                      fmt_row("x", x), fmt_row("reference", ref[row]), fmt_row(impl[:10], out[row])])
+    from normdiff.reports import worst
+
+    return worst.as_text(worst.side_by_side(report.outputs, case_id, impl), indent="    ")

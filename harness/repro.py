@@ -35,6 +35,7 @@ from normdiff.harness.compare import NOT_RUN, PASSING
 from normdiff.harness.contracts import OPS, Contract
 from normdiff.harness.dtypes import get_format
 from normdiff.harness.registry import Implementation
+from normdiff.reports import worst
 
 SIDE_BY_SIDE = 8  # elements of the worst row shown
 DETECTORS = ("scale_ratio", "ratio_spread", "span_rms_err", "row_bias_ulp", "channel_bias_ulp",
@@ -89,19 +90,6 @@ def replay(case: Case, impl: Implementation, timeout: float = 60.0) -> Replay:
     return Replay(case, impl, row, report.outputs.get((case.id, impl.name)), inputs, exact)
 
 
-def ulp_errors(out: np.ndarray, exact: np.ndarray, case: Case) -> np.ndarray:
-    """|out - exact| in ULPs of the case dtype, as compare.judge counts them; inf where one of the
-    two is non-finite and the other is not (or both are, but differ)."""
-    fmt = get_format(case.dtype)
-    o = np.asarray(out).astype(np.float64)
-    ulp = fmt.ulp(compare.ulp_magnitude(exact, case.op, case.num_heads))
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(o - exact) / ulp
-    rounded = fmt.round(exact)
-    same = (o == rounded) | (np.isnan(o) & np.isnan(rounded))
-    return np.where(np.isfinite(o) & np.isfinite(exact), err, np.where(same, 0.0, np.inf))
-
-
 def _number(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -138,28 +126,9 @@ def describe(r: Replay) -> str:
     if row.get("known_finding"):
         lines.append(f"known finding   {row['known_finding']}")
     if r.output is not None and np.shape(r.output) == r.exact.shape:
-        lines += ["", side_by_side(r.output, r.exact, r.inputs, case, impl.name)]
+        lines += ["", worst.as_text(worst.side_by_side({(case.id, impl.name): r.output}, case.id, impl.name))]
     lines += ["", f"max_ulp {_number(row.get('max_ulp'))}"]
     return "\n".join(lines)
-
-
-def side_by_side(output: np.ndarray, exact: np.ndarray, inputs: CaseInputs, case: Case, name: str) -> str:
-    err = ulp_errors(output, exact, case)
-    flat = err.reshape(-1, err.shape[-1])
-    worst = int(np.argmax(np.where(np.isnan(flat), np.inf, flat)))
-    row, col = divmod(worst, flat.shape[-1])
-    x = inputs.arrays["x"].astype(np.float64).reshape(flat.shape)[row]
-    ref = exact.reshape(flat.shape)[row]
-    out = np.asarray(output).astype(np.float64).reshape(flat.shape)[row]
-    cols = list(range(min(SIDE_BY_SIDE, flat.shape[-1])))
-    if col not in cols:
-        cols.append(col)
-    label = lambda text: f"  {text:<12}"  # noqa: E731
-    line = lambda text, v: label(text) + " ".join(f"{v[i]:>12.6g}" for i in cols)  # noqa: E731
-    return "\n".join([f"worst element: row {row}, column {col} ({_number(flat[row, col])} ulp); row {row}, "
-                      f"columns {', '.join(map(str, cols))} ({case.dtype}):",
-                      line("x", x), line("reference", ref), line(name[:12], out),
-                      line("ulp error", flat[row])])
 
 
 # ---------------------------------------------------------------------------------------------

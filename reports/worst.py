@@ -120,3 +120,25 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
                          index=[f"[{c}]" + (" worst" if c == col else "") for c in cols]).T
     frame.attrs.update(row=row, column=col, dtype=case.dtype)
     return frame
+
+
+def as_text(frame: pd.DataFrame | None, indent: str = "  ") -> str:
+    """The side-by-side as aligned text lines (explain, check, repro print it)."""
+    if frame is None:
+        return f"{indent}(no output kept for this case)"
+    a = frame.attrs
+    names = ["x", "exact", "reference", frame.index[3][:12], "ulp error"]
+    head = (f"worst element: row {a['row']}, column {a['column']} ({frame.iloc[4].max():.4g} ulp); "
+            f"row {a['row']}, columns {', '.join(c.split(']')[0].strip('[') for c in frame.columns)} ({a['dtype']}):")
+    lines = [indent + head]
+    lines += [f"{indent}{name:<12}" + " ".join(f"{v:>12.6g}" for v in frame.iloc[i]) for i, name in enumerate(names)]
+    return "\n".join(lines)
+
+
+def as_values(frame: pd.DataFrame | None) -> dict:
+    """The side-by-side as plain lists (check --json)."""
+    if frame is None:
+        return {}
+    return {"row": frame.attrs["row"], "columns": [c.split("]")[0].strip("[") for c in frame.columns],
+            "x": frame.iloc[0].tolist(), "reference": frame.iloc[2].tolist(), "yours": frame.iloc[3].tolist(),
+            "ulp_error": frame.iloc[4].tolist()}
