@@ -73,6 +73,18 @@ def failure(outcome: str, detail: str) -> Measurement:
     return Measurement(outcome=outcome, detail=detail)
 
 
+def ulp_distance(a: np.ndarray, b: np.ndarray, fmt: FloatFormat) -> tuple[float, bool]:
+    """How far apart two outputs are: the max over their finite elements of |a - b| in ULPs of `fmt`
+    at the larger magnitude, and whether their NaN/Inf patterns are the same."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    fx, fy = np.isfinite(x), np.isfinite(y)
+    same = bool(np.array_equal(fx, fy) and np.array_equal(x[~fx], y[~fy], equal_nan=True))
+    ok = fx & fy
+    if not ok.any():
+        return 0.0, same
+    return float((np.abs(x[ok] - y[ok]) / fmt.ulp(np.maximum(np.abs(x[ok]), np.abs(y[ok])))).max()), same
+
+
 def digest(array: np.ndarray) -> str:
     """A short hash of the output's bits: equal digests mean bit-identical outputs."""
     return hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=8).hexdigest()

@@ -18,6 +18,7 @@ import numpy as np
 from normdiff.cases.model import Case
 from normdiff.harness.budgets import budget_for
 from normdiff.harness.bugs import BUGS
+from normdiff.harness.compare import ulp_distance
 from normdiff.harness.contracts import CONVENTIONS, Contract, get_contract
 from normdiff.harness.dtypes import get_format
 from normdiff.implementations import numpy_own
@@ -143,14 +144,8 @@ def candidates(op: str, convention: str) -> list[Candidate]:
 
 def _distance(a: np.ndarray, b: np.ndarray, fmt) -> float:
     """Max ULP distance between two outputs (inf when their NaN/Inf patterns differ)."""
-    x, y = a.astype(np.float64), b.astype(np.float64)
-    fx, fy = np.isfinite(x), np.isfinite(y)
-    if not np.array_equal(fx, fy) or not np.array_equal(x[~fx], y[~fy], equal_nan=True):
-        return float("inf")
-    if not fx.any():
-        return 0.0
-    mag = np.maximum(np.abs(x[fx]), np.abs(y[fy]))
-    return float((np.abs(x[fx] - y[fy]) / fmt.ulp(mag)).max())
+    dist, same = ulp_distance(a, b, fmt)
+    return dist if same else float("inf")
 
 
 def _spread(case_ids: list[str]) -> list[str]:

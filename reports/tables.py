@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from normdiff.harness.compare import NOT_RUN, OUTCOMES, PASSING
+from normdiff.harness.compare import NOT_RUN, OUTCOMES, PASSING, ulp_distance
 from normdiff.harness.dtypes import get_format
 from normdiff.reports import worst
 
@@ -58,15 +58,11 @@ def pairs_frame(outcomes) -> pd.DataFrame:
         fmt = get_format(outs[0].case.dtype)
         for a, b in itertools.combinations(sorted(outs, key=lambda o: o.impl.name), 2):
             x, y = a.output.astype(np.float64), b.output.astype(np.float64)
-            same_nonfinite = np.array_equal(~np.isfinite(x), ~np.isfinite(y))
-            ok = np.isfinite(x) & np.isfinite(y)
-            dist = np.abs(x - y)[ok] / fmt.ulp(np.maximum(np.abs(x), np.abs(y))[ok])
+            dist, same_nonfinite = ulp_distance(x, y, fmt)
             rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
                          "identical": bool(np.array_equal(x, y, equal_nan=True)),
                          "identical_elements": float(np.mean((x == y) | (np.isnan(x) & np.isnan(y)))),
-                         "max_ulp": float(dist.max()) if dist.size else 0.0,
-                         "agree": bool(same_nonfinite and (dist.max() if dist.size else 0.0)
-                                       <= a.measurement.tolerance_ulp)})
+                         "max_ulp": dist, "agree": same_nonfinite and dist <= a.measurement.tolerance_ulp})
     return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "identical_elements",
                                        "max_ulp", "agree"])
 
