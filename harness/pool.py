@@ -61,7 +61,15 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self._kill()
             self._start()
-        limit = timeout or (self.load_timeout if message[0] == "load" else self.timeout)
+            if message[0] == "call":
+                # a fresh worker imports its framework and the implementation first, under the load
+                # limit: the per-call limit is for the call itself, not for Python starting up
+                reply = self._exchange(("load", message[1]), self.load_timeout)
+                if reply[0] != "ok":
+                    return reply
+        return self._exchange(message, timeout or (self.load_timeout if message[0] == "load" else self.timeout))
+
+    def _exchange(self, message: tuple, limit: float) -> tuple:
         try:
             self.requests.send(message)
             if not self.replies.poll(limit):
