@@ -37,6 +37,9 @@ def make_adapter(target: str, framework: str, op: str):
         raise TypeError(f"cannot load {target}: {exc}") from None
     convert = _converter(framework)
     if inspect.isclass(obj):
+        if op == "qk_norm_rope":  # a norm module cannot take the positions; RoPE is not its business
+            raise TypeError(f"{target} is a class; for qk_norm_rope give a function "
+                            "qk_norm_rope(x, weight, positions, num_heads, eps)")
         return ClassAdapter(obj, convert, op)
     if callable(obj):
         return FunctionAdapter(obj, convert, op)

@@ -99,3 +99,9 @@ def test_unknown_convention_is_a_usage_error():
     proc = subprocess.run([sys.executable, "-m", "normdiff.harness.cli", "check", f"{FIX}/numpy_norms.py:rms_norm",
                            "--op", "rms_norm", "--convention", "qwen9"], capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown convention 'qwen9'" in proc.stderr
+
+
+def test_a_class_cannot_stand_for_qk_norm_rope():
+    pytest.importorskip("torch")
+    code, result = check(f"{FIX}/torch_module.py:MyRMSNorm", "--op", "qk_norm_rope", "--convention", "qwen3")
+    assert code == 2 and "for qk_norm_rope give a function" in result["message"]
