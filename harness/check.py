@@ -15,11 +15,11 @@ import numpy as np
 from normdiff.cases import suites
 from normdiff.cases.model import Case
 from normdiff.harness import api, diagnosis
+from normdiff.harness.compare import DISAGREEING, PASSING
 from normdiff.harness.registry import Implementation
 from normdiff.harness.usercode import TargetError
 
 FAILED_TO_RUN = ("error", "crashed", "timeout", "unavailable")
-DISAGREEING = ("disagree", "nan_mismatch")
 
 
 @dataclass
@@ -63,7 +63,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0) -
     report = api.run_suite(check_suite(suite, op, convention), [impl], timeout=timeout, keep_outputs=True)
     rows = report.results
     outcome = rows["outcome"].astype(str)
-    counts = {"total": len(rows), "agree": int(outcome.isin(("identical", "agree")).sum()),
+    counts = {"total": len(rows), "agree": int(outcome.isin(PASSING).sum()),
               "disagree": int(outcome.isin(DISAGREEING).sum()), "error": int(outcome.isin(FAILED_TO_RUN).sum())}
     framework = "command" if impl.entry.startswith("normdiff.implementations.command") else impl.framework
     result = CheckResult("agrees", op, convention, impl.name, framework, counts, report=report)
@@ -75,7 +75,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0) -
         bad = rows[outcome.isin(DISAGREEING)]
         outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
         result.diagnosis = diagnosis.diagnose(outputs, op, convention) if outputs else []
-        result.worst_case = _worst(rows[~outcome.isin(("identical", "agree"))], report, impl.name)
+        result.worst_case = _worst(rows[~outcome.isin(PASSING)], report, impl.name)
         if counts["error"]:
             result.message = f"{counts['error']} case(s) failed to run: {_first_detail(rows[outcome.isin(FAILED_TO_RUN)])}"
     return result

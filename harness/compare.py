@@ -37,6 +37,7 @@ from normdiff.harness.dtypes import FloatFormat, format_of
 OUTCOMES = ("identical", "agree", "disagree", "nan_mismatch", "error", "crashed", "timeout",
             "unsupported", "unavailable")
 PASSING = ("identical", "agree")
+DISAGREEING = ("disagree", "nan_mismatch")  # the formula is wrong: what catches a mutant
 NOT_RUN = ("unsupported", "unavailable")
 
 

@@ -5,13 +5,9 @@ Every number printed comes from running the bug's mutant over the default suite'
 """
 from __future__ import annotations
 
-import numpy as np
-
 from normdiff.cases import suites
-from normdiff.cases.model import Case
-from normdiff.harness import reference
 from normdiff.harness.bugs import BUGS, Bug, get_bug
-from normdiff.harness.dtypes import get_format
+from normdiff.harness.compare import DISAGREEING
 
 SIDE_BY_SIDE = 6  # elements shown from the worst row
 
@@ -40,7 +36,7 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None) -> str
     bug = get_bug(bug_id)
     report = run_bug(bug, suite)
     rows = report.results
-    caught = rows[rows["outcome"].isin(("disagree", "nan_mismatch"))]
+    caught = rows[rows["outcome"].isin(DISAGREEING)]
     typical = rows[rows["regime"] == "normal"]
     lines = [f"{bug.id}: {bug.symptom}", f"  op {bug.op} under convention {bug.convention}; the mutant turns "
              f"{', '.join(f'{k}={v!r}' for k, v in bug.changes.items())}", "",

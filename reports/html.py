@@ -11,8 +11,6 @@ import datetime
 import html as _html
 import importlib.util
 import re
-import subprocess
-from pathlib import Path
 
 import pandas as pd
 
@@ -88,29 +86,10 @@ details summary { cursor: pointer; color: #1d4ed8; margin: 6px 0; }
 
 # ---- provenance ------------------------------------------------------------------------------
 
-def git_revision() -> str:
-    """The short commit of the normdiff checkout this code runs from, or "unknown" (no git, or an
-    installed copy that is not a checkout: a site-packages copy inside some other repository does
-    not count)."""
-    source = Path(__file__).resolve().parent.parent  # reports/ -> the checkout root
-    try:
-        proc = subprocess.run(["git", "-C", str(source), "rev-parse", "--show-toplevel", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    lines = proc.stdout.split("\n")
-    if proc.returncode != 0 or len(lines) < 2 or not lines[1].strip():
-        return "unknown"
-    try:
-        if Path(lines[0].strip()).resolve() != source or not (source / "pyproject.toml").is_file():
-            return "unknown"
-    except OSError:
-        return "unknown"
-    return lines[1].strip()
-
-
 def run_metadata(report) -> list[tuple[str, str]]:
     """(label, value) pairs for the top of the page: the run, then the versions."""
+    from normdiff.reports.render import git_revision  # provenance lives with versions()
+
     meta = report.meta
     versions = dict(meta.get("versions") or {})
     value = lambda v: "not installed" if v is None else str(v)
@@ -160,7 +139,7 @@ def _table(frame: pd.DataFrame, uuid: str, styles: dict[str, object] | None = No
         for column in shown.columns:
             if column not in html_columns:
                 shown[column] = shown[column].map(lambda v: _html.escape(_num(v)))
-        return (f'<div class="scroll">' + shown.to_html(index=index, escape=False, classes=table_class, border=0,
+        return ('<div class="scroll">' + shown.to_html(index=index, escape=False, classes=table_class, border=0,
                                                         na_rep=na_rep) + "</div>")
     styler = (frame.style.set_uuid(uuid).set_table_attributes(f'class="{table_class}"')
               .format_index(escape="html", axis=0).format_index(escape="html", axis=1))

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-KILLS = ("disagree", "nan_mismatch")
+from normdiff.harness.compare import DISAGREEING
+
+KILLS = DISAGREEING
 TYPICAL = "normal"
 
 

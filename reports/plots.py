@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from normdiff.harness.compare import DISAGREEING
+
 SCALES = np.logspace(-5, 1, 13)  # input RMS sweep for the eps bugs
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
 
@@ -55,7 +57,7 @@ def _rms_sweep(ax, bug) -> None:
 
 def _per_regime(ax, results) -> None:
     worst = results.groupby("regime")["rel_l2"].max().sort_values()
-    caught = results.groupby("regime")["outcome"].apply(lambda s: s.isin(("disagree", "nan_mismatch")).any())
+    caught = results.groupby("regime")["outcome"].apply(lambda s: s.isin(DISAGREEING).any())
     colors = ["tab:red" if caught[r] else "tab:green" for r in worst.index]
     ax.barh(worst.index, worst.clip(lower=1e-8).values, color=colors)
     ax.set_xscale("log")

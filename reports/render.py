@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
+import subprocess
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -68,6 +68,27 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             found[dist] = None
     return found
+
+
+def git_revision() -> str:
+    """The short commit of the normdiff checkout this code runs from, or "unknown" (no git, or an
+    installed copy that is not a checkout: a site-packages copy inside some other repository does
+    not count)."""
+    source = Path(__file__).resolve().parent.parent  # reports/ -> the checkout root
+    try:
+        proc = subprocess.run(["git", "-C", str(source), "rev-parse", "--show-toplevel", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    lines = proc.stdout.split("\n")
+    if proc.returncode != 0 or len(lines) < 2 or not lines[1].strip():
+        return "unknown"
+    try:
+        if Path(lines[0].strip()).resolve() != source or not (source / "pyproject.toml").is_file():
+            return "unknown"
+    except OSError:
+        return "unknown"
+    return lines[1].strip()
 
 
 def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:

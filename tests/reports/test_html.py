@@ -112,14 +112,16 @@ def test_text_is_escaped(small_report):
 
 
 def test_git_revision_is_a_commit_or_unknown(monkeypatch):
-    rev = html.git_revision()
+    from normdiff.reports import render
+
+    rev = render.git_revision()
     assert rev == "unknown" or re.fullmatch(r"[0-9a-f]{4,40}", rev)
 
     def no_git(*args, **kwargs):
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(html.subprocess, "run", no_git)
-    assert html.git_revision() == "unknown"
+    monkeypatch.setattr(render.subprocess, "run", no_git)
+    assert render.git_revision() == "unknown"
 
 
 def test_write_leaves_every_view(small_report, tmp_path):
