@@ -27,7 +27,7 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     impls = implementations if implementations is not None else select()
     # pandas (for the report) is imported while the workers compute, not before they start
     data = runner.run(suite, impls, timeout=timeout, progress=progress, meanwhile=_import_reports)
-    from normdiff.reports import conventions, tables, worst
+    from normdiff.reports import tables, worst
     from normdiff.reports.render import Report, git_revision, versions
 
     results, stale = findings.annotate(tables.results_frame(data.outcomes))
@@ -37,8 +37,7 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
             "budgets": dict(ULP_BUDGETS), "versions": versions(), "git_revision": git_revision()}
     outputs = worst.keep_outputs(data.outcomes, results, keep_outputs)
-    return Report(results, tables.pairs_frame(data.outcomes), meta, outputs,
-                  conventions=conventions.divergence(suite.cases))
+    return Report(results, tables.pairs_frame(data.outcomes), meta, outputs, cases=suite.cases)
 
 
 def _import_reports() -> None:

@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 
@@ -28,8 +29,14 @@ class Report:
     outputs: dict = field(default_factory=dict)
     # the comparison with a baseline (reports/baseline.py), when the run was given --baseline
     baseline: object = None
-    # how the conventions' exact contracts differ on the suite's inputs (reports/conventions.py)
-    conventions: pd.DataFrame | None = None
+    # the suite's cases, from which the conventions view is derived when a report is written
+    cases: tuple = ()
+
+    @cached_property
+    def conventions(self) -> pd.DataFrame | None:
+        """How the conventions' exact contracts differ on the suite's inputs (reports/conventions.py);
+        computed only when asked for, so check, explain and repro do not pay for it."""
+        return conventions.divergence(self.cases) if self.cases else None
 
     @property
     def summary(self) -> pd.DataFrame:
