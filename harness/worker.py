@@ -10,7 +10,7 @@ Messages:
     ("load", Implementation)                       -> ("ok", None, seconds) | ("unavailable", reason)
     ("call", Implementation, op, Contract, CaseInputs) -> ("ok", ndarray, seconds)
                                                       | ("error", message) | ("unavailable", reason)
-    ("stop",)
+The worker ends when its request pipe closes (the parent kills it at the end of a run).
 """
 from __future__ import annotations
 
@@ -103,8 +103,6 @@ def serve(requests: Connection, replies: Connection) -> None:
         try:
             message = requests.recv()
         except EOFError:
-            return
-        if message[0] == "stop":
             return
         replies.send(handle(message))
 
