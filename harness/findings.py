@@ -33,6 +33,14 @@ KNOWN: tuple[Finding, ...] = (
 )
 
 
+def explained(rows: pd.DataFrame) -> pd.Series:
+    """Which rows a known finding explains (False everywhere for a table without the column; a
+    table read back from CSV has NaN where there is none)."""
+    if "known_finding" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["known_finding"].fillna("").astype(str) != ""
+
+
 def annotate(results: pd.DataFrame, known: tuple[Finding, ...] = KNOWN) -> tuple[pd.DataFrame, list[str]]:
     """Mark rows explained by a known finding; also return the findings that did not reproduce."""
     results = results.assign(known_finding="")

@@ -15,6 +15,7 @@ import re
 import pandas as pd
 
 from normdiff.harness.compare import NOT_RUN, PASSING
+from normdiff.harness.findings import explained
 from normdiff.reports import tables, worst
 
 WORST_SHOWN = 3  # worst rows shown per implementation that agrees
@@ -415,7 +416,7 @@ def _section_known(report) -> str:
     results = report.results
     if "known_finding" not in results:
         return ""
-    known = results[results["known_finding"].fillna("").astype(str) != ""]
+    known = results[explained(results)]
     stale = report.meta.get("stale_findings") or []
     if known.empty and not stale:
         return ""

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from normdiff.harness.compare import NOT_RUN, PASSING
+from normdiff.harness.findings import explained
 from normdiff.reports import killmatrix, worst
 
 BODY_ROWS = 50  # failing cases listed in one failure's body
@@ -50,12 +51,6 @@ def _time(value: float) -> str:
 
 def _ulp(value) -> str:
     return "n/a" if value is None or value != value else f"{float(value):.3g}"
-
-
-def _known(rows: pd.DataFrame) -> pd.Series:
-    if "known_finding" not in rows:
-        return pd.Series(False, index=rows.index)
-    return rows["known_finding"].fillna("").astype(str) != ""
 
 
 def _figures(row) -> str:
@@ -106,14 +101,14 @@ def testcases(results: pd.DataFrame) -> list[dict]:
 def _implementation(case: dict, ran: pd.DataFrame, op: str, convention: str) -> None:
     """`ran`: the rows that ran, worst first (worst.ranked)."""
     failing = ~ran["outcome"].isin(PASSING)
-    known = _known(ran)
+    known = explained(ran)
     bad = ran[failing & ~known]
-    explained = ran[failing & known]
+    accepted = ran[failing & known]
     notes = [f"{len(ran)} case(s) of {op}@{convention} ran: "
              + ", ".join(f"{n} {o}" for o, n in ran["outcome"].astype(str).value_counts().sort_index().items())]
-    if len(explained):
-        notes.append(f"{len(explained)} case(s) explained by a known finding (not failures):")
-        notes += [_row_line(r) + f"\n  known finding: {r['known_finding']}" for _, r in explained.iterrows()]
+    if len(accepted):
+        notes.append(f"{len(accepted)} case(s) explained by a known finding (not failures):")
+        notes += [_row_line(r) + f"\n  known finding: {r['known_finding']}" for _, r in accepted.iterrows()]
     if len(ran) and not len(bad):
         top = ran.iloc[0]
         notes.append(f"worst case: {top['case_id']} ({top['outcome']}{_figures(top)})")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from normdiff.harness.findings import explained
 from normdiff.reports import conventions, killmatrix, tables
 from normdiff.reports.worst import repro_command
 
@@ -148,7 +149,7 @@ def summary_markdown(report: Report) -> str:
         lines += ["", "## Failing rows (worst 20)", "",
                   markdown_table(worst[["case_id", "implementation", "outcome", "max_ulp", "rel_l2", "detail",
                                         "replay"]])]
-    known = report.results[report.results["known_finding"].astype(bool)]
+    known = report.results[explained(report.results)]
     if not known.empty:
         lines += ["", "## Known findings (real libraries that disagree with their contract; not failures)", ""]
         for (impl, text), rows in known.groupby(["implementation", "known_finding"]):

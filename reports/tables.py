@@ -15,6 +15,7 @@ import pandas as pd
 
 from normdiff.harness.compare import NOT_RUN, OUTCOMES, PASSING, ulp_distance
 from normdiff.harness.dtypes import get_format
+from normdiff.harness.findings import explained
 from normdiff.reports import worst
 
 CASE_COLUMNS = ["case_id", "op", "convention", "dtype", "shape", "regime", "weights", "gate", "seed"]
@@ -97,15 +98,14 @@ def verdict(rows: pd.DataFrame) -> str:
     failing = ~ran["outcome"].isin(PASSING)
     if (rows["kind"] == "mutant").all():
         return "caught" if failing.any() else "missed"
-    if "known_finding" in ran and failing.any() and ran.loc[failing, "known_finding"].astype(bool).all():
+    if failing.any() and explained(ran)[failing].all():
         return "known finding"
     return "disagrees" if failing.any() else "agrees"
 
 
 def failing_rows(results: pd.DataFrame) -> pd.DataFrame:
     """Non-mutant rows outside identical/agree, not explained by a known finding."""
-    known = results["known_finding"].astype(bool) if "known_finding" in results else False
-    return results[(results["kind"] != "mutant") & ~results["outcome"].isin(PASSING + NOT_RUN) & ~known]
+    return results[(results["kind"] != "mutant") & ~results["outcome"].isin(PASSING + NOT_RUN) & ~explained(results)]
 
 
 def failing_implementations(results: pd.DataFrame) -> list[str]:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from normdiff.harness.compare import NOT_RUN, PASSING
+from normdiff.harness.findings import explained
 
 SIDE_BY_SIDE = 6  # elements shown from the start of the worst row (plus its worst element)
 
@@ -22,19 +23,13 @@ def repro_command(case_id: str, implementation: str) -> str:
     return f"normdiff repro {shlex.quote(str(case_id))} --implementation {shlex.quote(str(implementation))}"
 
 
-def _known(rows: pd.DataFrame) -> pd.Series:
-    if "known_finding" in rows:
-        return rows["known_finding"].fillna("").astype(str) != ""
-    return pd.Series(False, index=rows.index)
-
-
 def ranked(results: pd.DataFrame) -> pd.DataFrame:
     """Rows that ran, worst first within each implementation: unexplained failures (outside
     identical/agree, no known finding), then known findings, then the rest; within each, the
     largest max_ulp first (rows without one, e.g. errors, after those with one)."""
     ran = results[~results["outcome"].isin(NOT_RUN)]
     failing = ~ran["outcome"].isin(PASSING)
-    known = _known(ran)
+    known = explained(ran)
     rank = np.where(failing & ~known, 0, np.where(failing, 1, 2))
     return (ran.assign(_rank=rank, _ulp=ran["max_ulp"].fillna(-np.inf))
             .sort_values(["implementation", "_rank", "_ulp", "case_id"], ascending=[True, True, False, True],
