@@ -55,7 +55,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache = os.path.join(tmp, "jax-cache")
         env = dict(os.environ, NORMDIFF_JAX_CACHE=cache)
-        run = [py, "-m", "normdiff.harness.cli", "run", "--suite", args.suite, "--out", os.path.join(tmp, "r"), "-q"]
+        run = [py, "-m", "normdiff.harness.commands.cli", "run", "--suite", args.suite, "--out", os.path.join(tmp, "r"), "-q"]
 
         def empty_cache():
             subprocess.run(["rm", "-rf", cache], check=True)

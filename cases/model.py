@@ -4,11 +4,17 @@ A case is fully described by its id, for example
     rms_norm@qwen3/bf16/8x1024/tiny_rms:1e-3/w=trained
     qk_norm@olmo2/fp16/4x8x64/head_scales:lognormal/w=ones
     gated_rms_norm@qwen3.5/fp32/8x128/normal/w=ones/z=closed#1
-and `Case.from_id` rebuilds it, so every report row can be replayed from its id alone.
+and `Case.from_id` rebuilds it, so every report row can be replayed from its id alone. The id's
+shape is written in the op record's dims (rows x width, or rows x heads x head_dim), then x's input
+regime, then `key=regime` for each operand the op draws from a named regime (the record's id_key:
+w for the weight, z for the gate), then `#sample` when it is not 0.
+
 Inputs are drawn in float64 from a seed that depends only on the input configuration (shape,
 regimes, sample), so the same input appears across ops, conventions and dtypes, then cast once to
-the case's dtype. Ops that take token positions (qk_norm_rope) get them as an int64 array, one per
-row (rows are tokens), drawn from the same seed and never cast to the float dtype.
+the case's dtype. Per-case operands (the weight) depend only on their regime, length and sample, so
+the same trained weights meet every input regime. Integer operands (positions) are drawn as int64
+and never cast. Nothing here knows a particular op: the op record (harness/data/ops.py) says what
+to draw.
 """
 from __future__ import annotations
 
@@ -20,14 +26,22 @@ from functools import cached_property
 import numpy as np
 
 from normdiff.cases import regimes
-from normdiff.harness.contracts import OPS, Contract, get_contract, unknown
-from normdiff.harness.dtypes import get_format
+from normdiff.harness.data.contracts import Contract
+from normdiff.harness.data.conventions import get_contract
+from normdiff.harness.data.dtypes import get_format
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.ops import CASE, Op, Operand, get_op
+
+# The first version's seed key named the weight and gate regimes (with these stand-ins for an op
+# that has neither); keeping it keeps every existing case's inputs, digests and baselines. Regimes
+# of operands added since are appended as `|name=regime`.
+_SEED_PARTS = (("weight", "ones"), ("gate", ""))
 
 
 @dataclass(frozen=True)
 class CaseInputs:
-    """The arrays an implementation receives (in the case dtype; "positions" int64) plus the op's
-    integer params."""
+    """The arrays an implementation receives (in the case dtype; integer operands int64), in the
+    op's call order, plus the op's integer params."""
 
     arrays: dict[str, np.ndarray]
     num_heads: int
@@ -39,65 +53,78 @@ class CaseInputs:
 
 @dataclass(frozen=True)
 class Case:
+    """`width` is x's last dimension: the whole row (num_heads * head_dim for ops with heads).
+    `regime` is x's input regime; `choices` the regimes of the op's other drawn operands, as
+    ((operand, regime), ...) in the record's `chosen` order (missing ones get the operand's default)."""
+
     op: str
     convention: str
     dtype: str  # canonical name: float32 | bfloat16 | float16
     rows: int
-    head_dim: int  # the normalised width for row ops; per-head width for qk_norm / qk_norm_rope
+    width: int
     num_heads: int = 1
     regime: str = "normal"
-    weights: str = "ones"
-    gate: str = ""
+    choices: tuple = ()
     sample: int = 0
 
     def __post_init__(self) -> None:
-        spec = OPS.get(self.op)
-        if spec is None:
-            raise ValueError(unknown("op", self.op, OPS))
+        record = get_op(self.op)
         object.__setattr__(self, "dtype", get_format(self.dtype).name)
         get_contract(self.op, self.convention)  # raises for an unknown or undefined pair
-        regimes.check_input_regime(self.regime, spec.has_heads)
-        if self.num_heads != 1 and not spec.has_heads:
-            raise ValueError(f"{self.op} has no heads; got num_heads={self.num_heads}")
-        if spec.has_weight and self.weights not in regimes.WEIGHT_REGIMES:
-            raise ValueError(unknown("weight regime", self.weights, regimes.WEIGHT_REGIMES))
-        if spec.has_gate and self.gate not in regimes.GATE_REGIMES:
-            raise ValueError(unknown("gate regime", self.gate, regimes.GATE_REGIMES))
-        if min(self.rows, self.head_dim, self.num_heads) < 1:
-            raise ValueError(f"case shape must be positive, got rows={self.rows} "
-                             f"heads={self.num_heads} head_dim={self.head_dim}")
-        if "positions" in spec.inputs and self.head_dim % 2:
-            raise ValueError(f"{self.op} rotates pairs of channels: head_dim must be even, got {self.head_dim}")
+        regimes.check_input_regime(self.regime, record.dims)
+        object.__setattr__(self, "choices", _normalise_choices(record, self.choices))
+        if min(self.rows, self.width, self.num_heads) < 1:
+            raise UsageError(f"case shape must be positive, got rows={self.rows} width={self.width} "
+                             f"heads={self.num_heads}")
+        if self.num_heads != 1 and "num_heads" not in record.dims:
+            raise UsageError(f"{self.op} has no heads; got num_heads={self.num_heads}")
+        if self.width % self.num_heads:
+            raise UsageError(f"width {self.width} is not divisible by num_heads={self.num_heads}")
+        if record.even_head_dim and self.head_dim % 2:
+            raise UsageError(f"{self.op} rotates pairs of channels: head_dim must be even, got {self.head_dim}")
+
+    @classmethod
+    def of(cls, op: str, convention: str, dtype: str, shape: str, regime: str = "normal", sample: int = 0,
+           **choices) -> "Case":
+        """A case from its shape text as ids and suites write it ('8x1024', '4x8x64') and its
+        operands' regimes by operand name (weight="trained", gate="closed")."""
+        rows, width, heads = parse_shape(get_op(op), shape)
+        return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), sample)
 
     # ---- identity ----------------------------------------------------------------------------
 
     @property
-    def width(self) -> int:
-        return self.num_heads * self.head_dim
+    def record(self) -> Op:
+        return get_op(self.op)
+
+    @property
+    def head_dim(self) -> int:
+        """The width of one head (the whole row for ops without heads)."""
+        return self.width // self.num_heads
+
+    def choice(self, operand: str, absent: str = "") -> str:
+        """The regime operand `operand` is drawn from; `absent` when the op does not take it."""
+        return dict(self.choices).get(operand, absent)
 
     @property
     def shape_text(self) -> str:
-        if OPS[self.op].has_heads:
-            return f"{self.rows}x{self.num_heads}x{self.head_dim}"
-        return f"{self.rows}x{self.head_dim}"
+        values = {"rows": self.rows, "width": self.width, "num_heads": self.num_heads, "head_dim": self.head_dim}
+        return "x".join(str(values[d]) for d in self.record.dims)
 
     @cached_property
     def id(self) -> str:
-        spec = OPS[self.op]
-        parts = [f"{self.op}@{self.convention}", get_format(self.dtype).short, self.shape_text,
-                 self.regime]
-        if spec.has_weight:
-            parts.append(f"w={self.weights}")
-        if spec.has_gate:
-            parts.append(f"z={self.gate}")
+        record = self.record
+        parts = [f"{self.op}@{self.convention}", get_format(self.dtype).short, self.shape_text, self.regime]
+        parts += [f"{o.id_key}={self.choice(o.name)}" for o in record.chosen]
         text = "/".join(parts)
         return text + (f"#{self.sample}" if self.sample else "")
 
     @cached_property
     def seed(self) -> int:
         """Stable 32-bit seed of the input configuration (not of op, convention or dtype)."""
-        key = f"{self.shape_text}|{self.regime}|{self.weights}|{self.gate}|{self.sample}"
-        return _stable_hash(key)
+        legacy = [self.choice(name, absent) for name, absent in _SEED_PARTS]
+        newer = [f"{name}={regime}" for name, regime in self.choices if name not in dict(_SEED_PARTS)]
+        return _stable_hash("|".join([self.shape_text, self.regime, *legacy, *newer, str(self.sample)]))
 
     @property
     def contract(self) -> Contract:
@@ -105,50 +132,91 @@ class Case:
 
     @classmethod
     def from_id(cls, case_id: str) -> "Case":
-        match = _ID_RE.fullmatch(case_id.strip())
+        match = _ID_RE.fullmatch(str(case_id).strip())
         if not match:
-            raise ValueError(f"malformed case id {case_id!r}; expected like "
+            raise UsageError(f"malformed case id {case_id!r}; expected like "
                              "'rms_norm@qwen3/bf16/8x1024/normal/w=trained'")
         g = match.groupdict()
-        dims = [int(d) for d in g["shape"].split("x")]
-        rows, heads, dim = (dims[0], 1, dims[1]) if len(dims) == 2 else dims
-        extras = dict(part.split("=", 1) for part in (g["extras"] or "").split("/") if part)
-        return cls(op=g["op"], convention=g["conv"], dtype=g["dtype"], rows=rows, head_dim=dim,
-                   num_heads=heads, regime=g["regime"], weights=extras.get("w", "ones"),
-                   gate=extras.get("z", ""), sample=int(g["sample"] or 0))
+        record = get_op(g["op"])
+        keys = {o.id_key: o.name for o in record.chosen}
+        choices = {}
+        for part in (g["extras"] or "").split("/"):
+            if part:
+                key, _, value = part.partition("=")
+                if key not in keys:
+                    raise UsageError(f"case id {case_id!r}: {g['op']} takes no '{key}='; its parts are "
+                                     f"{', '.join(k + '=' for k in keys) or 'none'}")
+                choices[keys[key]] = value
+        return cls.of(g["op"], g["conv"], g["dtype"], g["shape"], g["regime"], int(g["sample"] or 0), **choices)
 
     # ---- inputs ------------------------------------------------------------------------------
 
     def draw_float64(self) -> dict[str, np.ndarray]:
-        """The float64 draw before the cast to the case dtype."""
-        spec = OPS[self.op]
-        arrays = {"x": regimes.draw_input(self.regime, np.random.default_rng([self.seed, 0]),
-                                          self.rows, self.num_heads, self.head_dim)}
-        if spec.has_weight:
-            n = self.width if self.contract.weight_span == "full" else self.head_dim
-            # weights depend only on their regime, length and sample, not on x: the same trained
-            # weights meet every input regime, and same-shaped cases can be batched row-wise
-            arrays["weight"] = regimes.WEIGHT_REGIMES[self.weights](
-                np.random.default_rng([_stable_hash(f"{self.weights}|{n}|{self.sample}"), 1]), n)
-        if spec.has_gate:
-            arrays["gate"] = regimes.GATE_REGIMES[self.gate](
-                np.random.default_rng([self.seed, 2]), (self.rows, self.width))
-        return arrays
+        """The float64 draw of every float operand, before the cast to the case dtype."""
+        return {o.name: self._draw(o) for o in self.record.operands if o.dtype == "case"}
 
-    def positions(self) -> np.ndarray | None:
-        """Token positions (int64, one per row) for ops that take them; None for the others."""
-        if "positions" not in OPS[self.op].inputs:
+    def _draw(self, operand: Operand) -> np.ndarray:
+        if operand.name == "x":
+            return regimes.draw_input(self.regime, np.random.default_rng([self.seed, operand.stream]),
+                                      self.rows, self.num_heads, self.head_dim)
+        regime = self.choice(operand.name) or operand.default
+        length = self._length(operand)
+        if operand.per == CASE:
+            # depends only on its regime, length and sample, not on x: the same trained weights meet
+            # every input regime, and same-shaped cases can be batched row-wise
+            rng = np.random.default_rng([_stable_hash(f"{regime}|{length}|{self.sample}"), operand.stream])
+            shape = (length,)
+        else:
+            rng = np.random.default_rng([self.seed, operand.stream])
+            shape = (self.rows,) if length is None else (self.rows, length)
+        return regimes.draw(operand.table, regime, rng, shape)
+
+    def _length(self, operand: Operand) -> int | None:
+        if operand.length == "none":
             return None
-        return regimes.draw_positions(np.random.default_rng([self.seed, 3]), self.rows)
+        if operand.length == "span":
+            return self.width if self.contract.weight_span == "full" else self.head_dim
+        return self.width
 
     def inputs(self) -> CaseInputs:
         dtype = get_format(self.dtype).np_dtype
-        cast = {k: v.astype(dtype) for k, v in self.draw_float64().items()}
-        positions = self.positions()
-        if positions is not None:
-            cast["positions"] = positions  # integers: not cast to the float dtype
-        ordered = {name: cast[name] for name in OPS[self.op].inputs}
-        return CaseInputs(ordered, self.num_heads)
+        arrays = {}
+        for operand in self.record.operands:
+            if operand.dtype == "case":
+                arrays[operand.name] = self._draw(operand).astype(dtype)
+            else:  # integers: never cast to the float dtype
+                arrays[operand.name] = self._draw(operand).astype(operand.dtype)
+        return CaseInputs(arrays, self.num_heads)
+
+
+def parse_shape(record: Op, shape) -> tuple[int, int, int]:
+    """(rows, width, num_heads) from a shape written in the op's dims ('8x1024', '4x8x64')."""
+    try:
+        dims = [int(d) for d in str(shape).split("x")]
+    except ValueError:
+        raise UsageError(f"shape {shape!r} is not like '8x1024' or '8x4x128'") from None
+    if len(dims) != len(record.dims):
+        shown = " x ".join("heads" if d == "num_heads" else d for d in record.dims)
+        raise UsageError(f"{record.name} shapes are {shown}, got {shape!r}")
+    values = dict(zip(record.dims, dims))
+    heads = values.get("num_heads", 1)
+    width = values["width"] if "width" in values else heads * values["head_dim"]
+    return values["rows"], width, heads
+
+
+def _normalise_choices(record: Op, given) -> tuple:
+    given = dict(given)
+    chosen = {o.name: o for o in record.chosen}
+    extra = sorted(set(given) - set(chosen))
+    if extra:
+        raise UsageError(f"{record.name} draws no {', '.join(extra)}; it chooses regimes for: "
+                         f"{', '.join(chosen) or 'nothing'}")
+    out = []
+    for name, operand in chosen.items():
+        regime = str(given.get(name) or operand.default)
+        regimes.check_regime(operand.table, regime)
+        out.append((name, regime))
+    return tuple(out)
 
 
 def _stable_hash(text: str) -> int:
@@ -157,5 +225,5 @@ def _stable_hash(text: str) -> int:
 
 _ID_RE = re.compile(
     r"(?P<op>\w+)@(?P<conv>[\w.\-]+)/(?P<dtype>\w+)/(?P<shape>\d+(?:x\d+){1,2})/"
-    r"(?P<regime>[\w.:\-+]+)(?:/(?P<extras>(?:[wz]=\w+/?)+))?(?:#(?P<sample>\d+))?"
+    r"(?P<regime>[\w.:\-+]+)(?:/(?P<extras>(?:\w+=\w+/?)+))?(?:#(?P<sample>\d+))?"
 )

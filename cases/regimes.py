@@ -12,6 +12,8 @@ from typing import Callable
 
 import numpy as np
 
+from normdiff.harness.data.errors import UsageError, unknown
+
 Array = np.ndarray
 
 
@@ -106,20 +108,20 @@ INPUT_REGIMES: dict[str, Regime] = {
 }
 
 # --- weights ----------------------------------------------------------------------------------
-# Each takes (rng, n) and returns float64 (n,).
+# Each takes (rng, shape) and returns float64 of that shape ((n,) for a weight).
 
 
-def _trained(rng, n):
+def _trained(rng, shape):
     # Qwen3.5 layer-0 input_layernorm (stored w - 1): mean +0.238, range [-0.11, +1.00] (seed 000)
-    return -0.11 + 1.11 * rng.beta(2.0, 4.35, n)
+    return -0.11 + 1.11 * rng.beta(2.0, 4.35, shape)
 
 
-WEIGHT_REGIMES: dict[str, Callable[[np.random.Generator, int], Array]] = {
-    "zeros": lambda rng, n: np.zeros(n),
-    "ones": lambda rng, n: np.ones(n),
-    "small": lambda rng, n: rng.normal(-0.02, 0.1, n),
+WEIGHT_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
+    "zeros": lambda rng, shape: np.zeros(shape),
+    "ones": lambda rng, shape: np.ones(shape),
+    "small": lambda rng, shape: rng.normal(-0.02, 0.1, shape),
     "trained": _trained,
-    "large": lambda rng, n: rng.normal(7.7, 1.0, n),  # final-norm-like gains
+    "large": lambda rng, shape: rng.normal(7.7, 1.0, shape),  # final-norm-like gains
 }
 
 # --- gates ------------------------------------------------------------------------------------
@@ -146,15 +148,36 @@ def draw_positions(rng: np.random.Generator, tokens: int) -> Array:
     return np.sort(drawn).astype(np.int64)
 
 
-def check_input_regime(regime: str, has_heads: bool) -> None:
+POSITION_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
+    "sorted": lambda rng, shape: draw_positions(rng, shape[0]),
+}
+
+# The tables an operand's `table` names (harness/data/ops.py). x's regimes take parameters and the
+# head layout, so x is drawn by `draw_input`.
+TABLES: dict[str, dict[str, Callable]] = {"weight": WEIGHT_REGIMES, "gate": GATE_REGIMES,
+                                          "positions": POSITION_REGIMES}
+
+
+def check_regime(table: str, regime: str) -> None:
+    """Raise UsageError unless `regime` is one of `table`'s."""
+    if regime not in TABLES[table]:
+        raise UsageError(unknown(f"{table} regime", regime, TABLES[table]))
+
+
+def draw(table: str, regime: str, rng: np.random.Generator, shape: tuple) -> Array:
+    return TABLES[table][regime](rng, shape)
+
+
+def check_input_regime(regime: str, dims: tuple[str, ...]) -> None:
+    """Raise UsageError unless `regime` is a known input regime that fits an op written in `dims`."""
     name, param = split(regime)
     if name not in INPUT_REGIMES:
-        raise ValueError(f"unknown input regime {name!r}; known: {', '.join(INPUT_REGIMES)}")
+        raise UsageError(unknown("input regime", name, INPUT_REGIMES))
     spec = INPUT_REGIMES[name]
-    if spec.needs_heads and not has_heads:
-        raise ValueError(f"input regime {name!r} needs an op with heads (qk_norm)")
+    if spec.needs_heads and "num_heads" not in dims:
+        raise UsageError(f"input regime {name!r} needs an op with heads (shaped rows x heads x head_dim)")
     if param is not None and spec.param_default is None:
-        raise ValueError(f"input regime {name!r} takes no parameter (got {param!r})")
+        raise UsageError(f"input regime {name!r} takes no parameter (got {param!r})")
 
 
 def draw_input(regime: str, rng: np.random.Generator, rows: int, heads: int, dim: int) -> Array:

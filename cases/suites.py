@@ -6,29 +6,36 @@ A group is a cartesian product:
     ops = ["rms_norm"]                  # op names
     conventions = ["qwen3", "olmo2"]    # every (op, convention) pair must be defined
     dtypes = ["float32", "bfloat16"]
-    shapes = ["8x1024", "4x4096"]       # rows x width; rows x heads x head_dim for qk_norm
-    inputs = ["normal", "tiny_rms:1e-3"]
+    shapes = ["8x1024", "4x4096"]       # as the op writes its shape: rows x width, rows x heads x head_dim
+    regimes = ["normal", "tiny_rms:1e-3"]   # x's input regimes ("inputs" is the old name, still read)
     weights = ["trained"]               # ops with a weight (default ["ones"])
-    gates = ["open", "closed"]          # gated_rms_norm (default ["open"])
+    gates = ["open", "closed"]          # ops with a gate (default ["open"])
     samples = 1                         # independent draws of each combination
 
-Pairs a convention does not define are an error, not silently dropped: a suite says what it means.
+The operand keys (weights, gates, ...) come from the op records (harness/data/ops.py: an operand's
+suite_key); an op that does not take an operand ignores its key. Pairs a convention does not define
+are an error, not silently dropped: a suite says what it means.
 """
 from __future__ import annotations
 
 import itertools
 import tomllib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from normdiff.cases.model import Case
-from normdiff.harness.contracts import OPS
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.ops import OPS
 
 SUITE_DIR = Path(__file__).parent / "suites"
-_GROUP_KEYS = {"ops", "conventions", "dtypes", "shapes", "inputs", "weights", "gates", "samples"}
+# the operands' suite keys, in the op records' order (weights, gates): product order and case order
+OPERAND_KEYS = tuple(dict.fromkeys(o.suite_key for op in OPS.values() for o in op.chosen))
+_GROUP_KEYS = {"ops", "conventions", "dtypes", "shapes", "regimes", "samples", *OPERAND_KEYS}
+RENAMED_KEYS = {"inputs": "regimes"}  # old name -> new name; the old one is still read
 
 
-class SuiteError(ValueError):
+class SuiteError(UsageError):
     """A malformed suite file; the message names the file, the group and the fix."""
 
 
@@ -71,39 +78,50 @@ def load(name_or_path: str) -> Suite:
     return Suite(path.stem, str(data.get("description", "")), tuple(cases.values()), path)
 
 
+def _renamed(group: dict, where: str) -> dict:
+    group = dict(group)
+    for old, new in RENAMED_KEYS.items():
+        if old in group:
+            if new in group:
+                raise SuiteError(f"{where}: both '{old}' and '{new}' are given; '{old}' is the old name of "
+                                 f"'{new}': keep only '{new}'")
+            warnings.warn(f"{where}: the suite key '{old}' is now called '{new}'; rename it", FutureWarning,
+                          stacklevel=2)
+            group[new] = group.pop(old)
+    return group
+
+
+def expand(group: dict, where: str = "a Python group") -> list[Case]:
+    """The cases of one group (a dict with the keys a suite file's [[group]] has), as a suite file
+    expands it: from Python, `expand(dict(ops=["rms_norm"], conventions=["qwen3"], ...))`. Each
+    case once (an op ignores the keys of operands it does not take, which would repeat it)."""
+    return list({case.id: case for case in _expand(group, where)}.values())
+
+
 def _expand(group: dict, where: str):
+    group = _renamed(group, where)
     extra = set(group) - _GROUP_KEYS
     if extra:
         raise SuiteError(f"{where}: unknown keys {sorted(extra)}; allowed: {sorted(_GROUP_KEYS)}")
-    for key in ("ops", "conventions", "dtypes", "shapes", "inputs"):
+    for key in ("ops", "conventions", "dtypes", "shapes", "regimes"):
         if not isinstance(group.get(key), list) or not group[key]:
             raise SuiteError(f"{where}: '{key}' must be a non-empty list")
+    defaults = {o.suite_key: o.default for op in OPS.values() for o in op.chosen}
+    operand_lists = [group.get(key, [defaults[key]]) for key in OPERAND_KEYS]
     samples = group.get("samples", 1)
-    for op, conv, dtype, shape, regime, weights, gate, sample in itertools.product(
-            group["ops"], group["conventions"], group["dtypes"], group["shapes"], group["inputs"],
-            group.get("weights", ["ones"]), group.get("gates", ["open"]), range(samples)):
+    for op, conv, dtype, shape, regime, *picked, sample in itertools.product(
+            group["ops"], group["conventions"], group["dtypes"], group["shapes"], group["regimes"],
+            *operand_lists, range(samples)):
         try:
-            yield _make_case(op, conv, dtype, shape, regime, weights, gate, sample)
-        except ValueError as exc:
+            yield _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), sample)
+        except UsageError as exc:
             raise SuiteError(f"{where}: {exc}") from None
 
 
-def _make_case(op, conv, dtype, shape, regime, weights, gate, sample) -> Case:
-    spec = OPS.get(op)
-    if spec is None:
-        raise ValueError(f"unknown op {op!r}; known: {', '.join(OPS)}")
-    try:
-        dims = [int(d) for d in str(shape).split("x")]
-    except ValueError:
-        raise ValueError(f"shape {shape!r} is not like '8x1024' or '8x4x128'") from None
-    if spec.has_heads:
-        if len(dims) != 3:
-            raise ValueError(f"{op} shapes are rows x heads x head_dim, got {shape!r}")
-        rows, heads, dim = dims
-    else:
-        if len(dims) != 2:
-            raise ValueError(f"{op} shapes are rows x width, got {shape!r}")
-        (rows, dim), heads = dims, 1
-    return Case(op=op, convention=conv, dtype=dtype, rows=rows, head_dim=dim, num_heads=heads,
-                regime=regime, weights=weights if spec.has_weight else "ones",
-                gate=gate if spec.has_gate else "", sample=sample)
+def _make_case(op, conv, dtype, shape, regime, by_key: dict, sample) -> Case:
+    """The case; each operand the op chooses takes its regime from the group's key for it."""
+    record = OPS.get(op)
+    if record is None:
+        raise UsageError(f"unknown op {op!r}; known: {', '.join(OPS)}")
+    choices = {o.name: by_key[o.suite_key] for o in record.chosen}
+    return Case.of(op, conv, dtype, shape, regime, sample, **choices)

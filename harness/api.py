@@ -1,19 +1,27 @@
-"""The Python entry points behind the CLI: run a suite and get a Report back."""
+"""The Python API: run a suite and get a Report back.
+
+    from normdiff.harness import api
+    report = api.run_suite("default", api.select(["numpy", "torch"]))
+    report.results      # the long table: one row per case x implementation
+
+Importing it loads no pandas and no framework; the engine (harness/engine/) runs the cases and the
+report layer (reports/) is imported while the workers compute.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from normdiff.cases import suites
-from normdiff.harness import findings, registry, runner
-from normdiff.harness.budgets import ULP_BUDGETS
-from normdiff.harness.registry import Implementation
+from normdiff.harness.engine import api as engine
+from normdiff.implementations import registry
+from normdiff.implementations.entry import Implementation
 
-if TYPE_CHECKING:  # the report layer (pandas) is imported only once a run has finished
-    from normdiff.reports.render import Report
+if TYPE_CHECKING:  # the report layer (pandas) is imported only once the workers are computing
+    from normdiff.reports.report import Report
 
 
 def select(names: list[str] | None = None) -> list[Implementation]:
-    """Registered implementations, all of them or those named (unknown names raise)."""
+    """Registered implementations, all of them or those named (unknown names raise UsageError)."""
     if not names:
         return registry.implementations()
     return [registry.get(n) for n in names]
@@ -25,20 +33,12 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     every output array in report.outputs, "worst" only those the report's side-by-sides show."""
     suite = suites.load(suite) if isinstance(suite, str) else suite
     impls = implementations if implementations is not None else select()
-    # pandas (for the report) is imported while the workers compute, not before they start
-    data = runner.run(suite, impls, timeout=timeout, progress=progress, meanwhile=_import_reports)
-    from normdiff.reports import tables, worst
-    from normdiff.reports.render import Report, git_revision, versions
+    tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,
+                        meanwhile=_import_reports)
+    from normdiff.reports.report import Report
 
-    results, stale = findings.annotate(tables.results_frame(data.outcomes))
-    failing = tables.failing_implementations(results)
-    meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
-            "cases": len(suite), "implementations": len(impls), "seconds": data.seconds,
-            "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
-            "budgets": dict(ULP_BUDGETS), "versions": versions(), "git_revision": git_revision()}
-    outputs = worst.keep_outputs(data.outcomes, results, keep_outputs)
-    return Report(results, tables.pairs_frame(data.outcomes), meta, outputs, cases=suite.cases)
+    return Report(tables.results, tables.pairs, tables.meta, tables.outputs, cases=tables.cases)
 
 
 def _import_reports() -> None:
-    import normdiff.reports.render  # noqa: F401  (pandas)
+    import normdiff.reports.report  # noqa: F401  (the views and renderers' modules)

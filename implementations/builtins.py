@@ -30,26 +30,22 @@ import torch
 import torch.nn.functional as F
 
 from normdiff.cases.model import CaseInputs
-from normdiff.harness.contracts import Contract
-from normdiff.implementations.torch_own import to_torch
+from normdiff.harness.data.contracts import Contract
+from normdiff.implementations.frameworks.torch import from_numpy as to_torch
 
 
-def _x_and_weight(op: str, inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
+def _x_and_weight(inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    if "weight" not in inputs.arrays:
+        raise ValueError(f"this built-in takes a weight; the op gives only {', '.join(inputs.arrays)}")
     x, weight = to_torch(inputs.arrays["x"]), to_torch(inputs.arrays["weight"])
-    if op == "qk_norm" and weight.shape[-1] != x.shape[-1]:
+    if weight.shape[-1] != x.shape[-1]:
         # a (head_dim,) weight on a full-vector norm is tiled over the heads (numpy_own's rule)
         weight = weight.repeat(x.shape[-1] // weight.shape[-1])
     return x, weight
 
 
-def _check(op: str, allowed: tuple[str, ...]) -> None:
-    if op not in allowed:
-        raise ValueError(f"this built-in implements {' / '.join(allowed)}, not {op}")
-
-
 def functional_rms_norm(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
-    _check(op, ("rms_norm", "qk_norm"))
-    x, weight = _x_and_weight(op, inputs)
+    x, weight = _x_and_weight(inputs)
     return F.rms_norm(x, (x.shape[-1],), weight, contract.eps)
 
 
@@ -57,8 +53,7 @@ _MODULES: dict[tuple, torch.nn.RMSNorm] = {}
 
 
 def module_rms_norm(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
-    _check(op, ("rms_norm", "qk_norm"))
-    x, weight = _x_and_weight(op, inputs)
+    x, weight = _x_and_weight(inputs)
     key = (x.shape[-1], contract.eps, x.dtype)
     if key not in _MODULES:  # weight stored in the case dtype, as in a model loaded in that dtype
         _MODULES[key] = torch.nn.RMSNorm(x.shape[-1], eps=contract.eps, dtype=x.dtype)
@@ -69,5 +64,4 @@ def module_rms_norm(op: str, contract: Contract, inputs: CaseInputs) -> torch.Te
 
 
 def normalize(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
-    _check(op, ("l2_norm",))
     return F.normalize(to_torch(inputs.arrays["x"]), p=2.0, dim=-1, eps=contract.eps)

@@ -1,36 +1,20 @@
 """The built-in implementations, as registry entries (descriptions only: nothing is imported)."""
 from __future__ import annotations
 
-from normdiff.harness.bugs import BUGS
-from normdiff.harness.contracts import pairs
-from normdiff.harness.registry import Implementation
-
-# HuggingFace transformers families: entry attribute in implementations/hf.py -> (convention, ops,
-# classes). The ops must match hf.FAMILIES (tests/implementations/test_hf.py checks); they are
-# spelled out here so that listing the registry never imports torch or transformers.
-HF_FAMILIES = {
-    "qwen3": ("qwen3", ("rms_norm", "qk_norm", "qk_norm_rope"),
-              "Qwen3RMSNorm; q_norm through Qwen3Attention; q_norm then apply_rotary_pos_emb with "
-              "Qwen3RotaryEmbedding"),
-    "qwen3_5": ("qwen3.5", ("rms_norm", "gated_rms_norm", "l2_norm", "qk_norm"),
-                "Qwen3_5RMSNorm, Qwen3_5RMSNormGated, l2norm; q_norm through Qwen3_5Attention"),
-    "qwen3_next": ("qwen3-next", ("rms_norm", "gated_rms_norm", "l2_norm", "qk_norm"),
-                   "Qwen3NextRMSNorm, Qwen3NextRMSNormGated, l2norm; q_norm through Qwen3NextAttention"),
-    "olmo2": ("olmo2", ("rms_norm", "qk_norm"), "Olmo2RMSNorm; full-vector q_norm through Olmo2Attention"),
-    "gemma3": ("gemma3", ("rms_norm", "qk_norm"), "Gemma3RMSNorm; q_norm through Gemma3Attention"),
-    "llama": ("llama", ("rms_norm",), "LlamaRMSNorm"),
-}
+from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.conventions import pairs
+from normdiff.implementations.entry import Implementation
+from normdiff.implementations.hf_families import FAMILIES
 
 
 def hf_implementations() -> list[Implementation]:
     # batch_rows: these layers treat rows independently; through the attention path rows are
     # tokens, and nothing mixes tokens before q_norm (hf.py explains).
-    # They share the torch worker: a separate one paid for a second torch import, and on two cores
-    # the default run measured 8.2-9.2 s that way against 7.7 s sharing.
-    return [Implementation(f"hf-{conv}", "model", "torch", f"normdiff.implementations.hf:{attr}",
-                           frozenset((op, conv) for op in ops), f"transformers {classes}",
+    # They share the torch worker (frameworks/torch.py says why).
+    return [Implementation(f"hf-{family.convention}", "model", "torch", f"normdiff.implementations.hf:{attr}",
+                           frozenset((op, family.convention) for op in family.ops()), family.description(),
                            requires=("transformers",), batch_rows=True)
-            for attr, (conv, ops, classes) in HF_FAMILIES.items()]
+            for attr, family in FAMILIES.items()]
 
 
 def builtin_implementations() -> list[Implementation]:

@@ -48,9 +48,9 @@ import time
 import ml_dtypes
 import numpy as np
 
-from normdiff.harness.contracts import CONVENTIONS, get_contract
-from normdiff.harness.dtypes import format_of
-from normdiff.harness.registry import Implementation
+from normdiff.harness.data.conventions import CONVENTIONS, get_contract
+from normdiff.harness.data.dtypes import format_of
+from normdiff.implementations.entry import Implementation
 
 PROTOCOL = "1"
 INPUT_NAME = "input.safetensors"
@@ -414,7 +414,7 @@ def command_implementation(command, op: str, convention: str, name: str | None =
         name = " ".join([os.path.basename(argv[0])] + argv[1:])
         name = name if len(name) <= 40 else name[:39] + "…"
     return Implementation(
-        name=name, kind="user", framework="numpy",
+        name=name, kind="user", framework="command",
         entry="normdiff.implementations.command:make_adapter",
         pairs=frozenset({(op, convention)}),
         description=f"external command: {shlex.join(argv)}",

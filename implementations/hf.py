@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
 from importlib import metadata
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: never reach a hub
@@ -59,53 +58,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported:
 import torch  # noqa: E402  (only ever imported inside the torch worker)
 
 from normdiff.cases.model import CaseInputs  # noqa: E402
-from normdiff.harness.contracts import Contract  # noqa: E402
-from normdiff.implementations.torch_own import to_torch  # noqa: E402
-
-
-@dataclass(frozen=True)
-class Family:
-    """Where one model family's layers live in transformers, and how its attention lays out q."""
-
-    convention: str
-    module: str  # the modeling module, imported only when this family's adapter is loaded
-    config: str = ""  # config class as imported into the modeling module (for the attention)
-    norm: str = ""  # rms_norm
-    gated: str = ""  # gated_rms_norm
-    l2norm: str = ""  # l2_norm (a function)
-    attention: str = ""  # qk_norm: the attention class whose q_norm / k_norm is measured
-    rotary: str = ""  # qk_norm_rope: the rotary embedding class (with the attention above)
-    apply_rope: str = "apply_rotary_pos_emb"  # qk_norm_rope: the modeling module's function
-    gated_query: bool = False  # q_proj emits (query, gate) per head (Qwen3.5, Qwen3-Next)
-    heads_first: bool = False  # q_norm sees (batch, heads, tokens, head_dim) (Gemma3)
-
-    def ops(self) -> dict[str, str]:
-        """op -> the name it needs from the modeling module, for the ops this family has."""
-        needs = {"rms_norm": self.norm, "gated_rms_norm": self.gated, "l2_norm": self.l2norm,
-                 "qk_norm": self.attention, "qk_norm_rope": self.rotary if self.attention else ""}
-        return {op: name for op, name in needs.items() if name}
-
-    def names(self) -> list[str]:
-        return (list(self.ops().values()) + ([self.config] if self.attention else [])
-                + ([self.attention, self.apply_rope] if "qk_norm_rope" in self.ops() else []))
-
-
-_MODELS = "transformers.models."
-FAMILIES: dict[str, Family] = {
-    "qwen3": Family("qwen3", _MODELS + "qwen3.modeling_qwen3", "Qwen3Config", "Qwen3RMSNorm",
-                    attention="Qwen3Attention", rotary="Qwen3RotaryEmbedding"),
-    "qwen3_5": Family("qwen3.5", _MODELS + "qwen3_5.modeling_qwen3_5", "Qwen3_5TextConfig",
-                      "Qwen3_5RMSNorm", "Qwen3_5RMSNormGated", "l2norm", "Qwen3_5Attention",
-                      gated_query=True),
-    "qwen3_next": Family("qwen3-next", _MODELS + "qwen3_next.modeling_qwen3_next", "Qwen3NextConfig",
-                         "Qwen3NextRMSNorm", "Qwen3NextRMSNormGated", "l2norm", "Qwen3NextAttention",
-                         gated_query=True),
-    "olmo2": Family("olmo2", _MODELS + "olmo2.modeling_olmo2", "Olmo2Config", "Olmo2RMSNorm",
-                    attention="Olmo2Attention"),
-    "gemma3": Family("gemma3", _MODELS + "gemma3.modeling_gemma3", "Gemma3TextConfig",
-                     "Gemma3RMSNorm", attention="Gemma3Attention", heads_first=True),
-    "llama": Family("llama", _MODELS + "llama.modeling_llama", norm="LlamaRMSNorm"),
-}
+from normdiff.harness.data.contracts import Contract  # noqa: E402
+from normdiff.harness.data.ops import OPS  # noqa: E402
+from normdiff.implementations.frameworks.torch import from_numpy as to_torch  # noqa: E402
+from normdiff.implementations.hf_families import (  # noqa: E402
+    ATTENTION, FAMILIES, FLOAT32_FUNCTION, MODULE, ROTARY_ATTENTION, Family)
 
 
 def transformers_version() -> str:
@@ -198,7 +155,7 @@ class FamilyAdapter:
         return f"<transformers {transformers_version()} {self.family.convention} adapter>"
 
     def part(self, op: str):
-        return self.parts[self.family.ops()[op]]
+        return self.parts[self.family.ops()[op].name]
 
     def module(self, key: tuple, make) -> torch.nn.Module:
         if key not in self.modules:
@@ -209,24 +166,27 @@ class FamilyAdapter:
         if op not in self.family.ops():
             raise ValueError(f"transformers' {self.family.convention} has no {op}")
         a = {name: to_torch(array) for name, array in inputs.arrays.items()}
+        how = self.family.ops()[op].how
         with torch.inference_mode():
-            if op == "l2_norm":  # as the delta rule calls it: on float32 q / k
+            if how == FLOAT32_FUNCTION:  # as the delta rule calls l2norm: on float32 q / k
                 return self.part(op)(a["x"].float(), dim=-1, eps=contract.eps).to(a["x"].dtype)
-            if op == "qk_norm":
+            if how == ATTENTION:
                 return self.qk_norm(a["x"], a["weight"], inputs.num_heads, contract.eps)
-            if op == "qk_norm_rope":
+            if how == ROTARY_ATTENTION:
                 return self.qk_norm_rope(a["x"], a["weight"], a["positions"], inputs.num_heads,
                                          contract.eps, contract.rope_theta)
+            if how != MODULE:
+                raise ValueError(f"{self.family.convention}'s {op} is called as {how!r}, which hf.py does not know")
             norm = self.norm(op, a["x"].shape[-1], contract.eps, a["x"].dtype)
             norm.weight.copy_(a["weight"])
-            return norm(a["x"], a["gate"]) if op == "gated_rms_norm" else norm(a["x"])
+            return norm(*(a[name] for name in OPS[op].module_call))
 
     def norm(self, op: str, width: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
         return self.module((op, width, eps, dtype), lambda: self.part(op)(width, eps=eps).to(dtype))
 
     def attention(self, heads: int, head_dim: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
         f = self.family
-        return self.module(("qk_norm", heads, head_dim, eps, dtype), lambda: identity_attention(
+        return self.module(("attention", heads, head_dim, eps, dtype), lambda: identity_attention(
             self.parts[f.attention], self.parts[f.config], heads, head_dim, eps, dtype, f.gated_query))
 
     def rotary(self, head_dim: int, theta: float) -> torch.nn.Module:
@@ -235,7 +195,7 @@ class FamilyAdapter:
             config = self.parts[self.family.config](
                 hidden_size=head_dim, num_attention_heads=1, num_key_value_heads=1, head_dim=head_dim,
                 rope_theta=theta)
-            rotary = self.part("qk_norm_rope")(config).eval()
+            rotary = self.parts[self.family.rotary](config).eval()
             # the config spelling of theta changed across transformers versions (rope_theta,
             # rope_parameters): make sure this one took it, or refuse
             want = theta ** (-2.0 / head_dim)
@@ -279,7 +239,7 @@ class FamilyAdapter:
         (q_in, q), (k_in, k) = ([self.by_token(t, tokens) for t in seen[n]] for n in ("q_norm", "k_norm"))
         if not (same(q_in, x) and same(k_in, x)):
             raise RuntimeError("the identity q_proj / k_proj did not reproduce x exactly; "
-                               "qk_norm would be measured on different inputs")
+                               "q_norm would be measured on different inputs")
         if not same(q, k):
             raise RuntimeError("q_norm and k_norm disagree although they hold the same weight")
         return q

@@ -35,7 +35,8 @@ import numpy as np
 from jax import lax
 
 from normdiff.cases.model import CaseInputs
-from normdiff.harness.contracts import Contract
+from normdiff.harness.data.contracts import Contract
+from normdiff.harness.data.rope import MAX_EXACT_POSITION, inverse_frequencies
 
 _F32 = jnp.float32
 CACHE_ENV = "NORMDIFF_JAX_CACHE"
@@ -127,18 +128,11 @@ def _scale(w, c: Contract, dtype, offset_f32, offset_in):
     return w + offset_f32
 
 
-def rope_inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
-    """float32 1 / theta ** (arange(0, D, 2) / D), the power correctly rounded (host-side NumPy)."""
-    f32 = np.float32
-    exponent = np.arange(0, head_dim, 2, dtype=f32) / f32(head_dim)
-    return f32(1.0) / (np.float64(f32(theta)) ** exponent.astype(np.float64)).astype(f32)
-
-
 def _rope(q, positions, dtype, *, heads: int, theta: float):
     """q (rows, H * D) float32 holding values of `dtype`; returns the same, rotated in `dtype`."""
     rows, width = q.shape
     dim = width // heads
-    inv = rope_inverse_frequencies(dim, theta)
+    inv = inverse_frequencies(dim, theta)
     angles = positions.astype(_F32)[:, None] * inv[None, :]  # one float32 rounding
     emb = jnp.concatenate([angles, angles], axis=-1)[:, None, :]
     cos, sin = _round(jnp.cos(emb), dtype), _round(jnp.sin(emb), dtype)
@@ -167,13 +161,12 @@ def _norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int):
     x = arrays["x"]
     dtype = x.dtype
     xf = x.astype(_F32)
-    spec = c.spec
-    gate = _act(arrays["gate"].astype(_F32), c.gate_activation) if spec.has_gate else None
-    if spec.has_gate and c.gate_order == "gate_then_norm":
+    gate = _act(arrays["gate"].astype(_F32), c.gate_activation) if "gate" in arrays else None
+    if gate is not None and c.gate_order == "gate_then_norm":
         xf = xf * gate
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
     y = (spans * _inverse_scale(spans, c, dtype, eps)).reshape(xf.shape)
-    if spec.has_weight:
+    if "weight" in arrays:
         w = arrays["weight"].astype(_F32)
         if w.shape[-1] != x.shape[-1]:  # a per-head weight is shared by every head
             w = jnp.tile(w, x.shape[-1] // w.shape[-1])
@@ -182,7 +175,7 @@ def _norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int):
             y = _round(_round(scale, dtype) * _round(y, dtype), dtype)
         else:
             y = y * scale
-    if spec.has_gate and c.gate_order == "norm_then_gate":
+    if gate is not None and c.gate_order == "norm_then_gate":
         y = y * gate
     return y.astype(dtype)
 
@@ -234,15 +227,15 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
         return np.empty(x.shape, dtype)
     rows = padded_rows(n)
     arrays = {"x": _pad(x.reshape(n, x.shape[-1]), rows)}
-    if contract.spec.has_gate:
+    if "gate" in a:
         arrays["gate"] = _pad(np.asarray(a["gate"]).reshape(n, x.shape[-1]), rows)
-    if contract.spec.has_weight:
+    if "weight" in a:
         arrays["weight"] = np.asarray(a["weight"])
-    if "positions" in contract.spec.inputs:
+    if "positions" in a:
         positions = np.asarray(a["positions"]).reshape(-1)
         if positions.shape[0] != n:
             raise ValueError(f"{positions.shape[0]} positions for {n} rows")
-        if positions.size and np.abs(positions).max() >= 2**24:
+        if positions.size and np.abs(positions).max() >= MAX_EXACT_POSITION:
             raise ValueError("RoPE positions must be below 2^24 (exact in float32)")
         arrays["positions"] = _pad(positions.astype(np.int32), rows)  # JAX's default int width
     # the offset twice: rounded once to float32 and once to the input dtype (held in float32), as

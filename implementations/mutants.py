@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 
 from normdiff.cases.model import CaseInputs
-from normdiff.harness.bugs import BUGS, Bug
-from normdiff.harness.contracts import Contract
+from normdiff.harness.data.bugs import BUGS, Bug
+from normdiff.harness.data.contracts import Contract
 
 
 def run_bug(bug: Bug, op: str, contract: Contract, inputs: CaseInputs):

@@ -9,13 +9,24 @@ position), cos and sin of them correctly rounded to float32 (taken in float64) a
 input dtype, and q * cos + rotate_half(q) * sin in the input dtype (each product and the sum
 rounded to it; ml_dtypes and NumPy float16 compute in float32 and round, which for these two-operand
 ops is the correctly rounded result).
+
+Why it imports nothing from normdiff at run time (only types, and the one RoPE frequency function):
+`normdiff repro --script` inlines this file's source into a standalone script that must run with
+NumPy and ml_dtypes alone; the inliner also inlines harness/data/rope.py, the only normdiff module
+this one uses. It reads the contract's knobs and the arrays it is given, never the op records, so
+the same code runs inside that script and inside a worker that knows no op it was not told about.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from normdiff.cases.model import CaseInputs
-from normdiff.harness.contracts import Contract
+from normdiff.harness.data.rope import inverse_frequencies
+
+if TYPE_CHECKING:
+    from normdiff.cases.model import CaseInputs
+    from normdiff.harness.data.contracts import Contract
 
 _F32 = np.float32
 
@@ -60,12 +71,6 @@ def _scale(weight: np.ndarray, c: Contract, dtype) -> np.ndarray:
     return weight.astype(_F32) + _F32(c.weight_offset)
 
 
-def rope_inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
-    """float32 1 / theta ** (arange(0, D, 2) / D), the power correctly rounded to float32."""
-    exponent = np.arange(0, head_dim, 2, dtype=_F32) / _F32(head_dim)
-    return _F32(1.0) / (np.float64(_F32(theta)) ** exponent.astype(np.float64)).astype(_F32)
-
-
 def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
     """RoPE (rotate_half form) on q (..., H * D) in q's dtype; one position per row."""
     dtype = q.dtype
@@ -74,7 +79,7 @@ def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> 
     pos = np.asarray(positions).reshape(-1)
     if pos.shape[0] != heads.shape[0]:
         raise ValueError(f"{pos.shape[0]} positions for {heads.shape[0]} rows")
-    angles = pos.astype(_F32)[:, None] * rope_inverse_frequencies(dim, theta)[None, :]  # float32
+    angles = pos.astype(_F32)[:, None] * inverse_frequencies(dim, theta)[None, :]  # float32
     emb = np.concatenate([angles, angles], axis=-1).astype(np.float64)[:, None, :]
     cos = np.cos(emb).astype(_F32).astype(dtype)
     sin = np.sin(emb).astype(_F32).astype(dtype)
@@ -85,7 +90,7 @@ def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> 
 
 def run(op: str, c: Contract, inputs: CaseInputs) -> np.ndarray:
     a = inputs.arrays
-    if c.op == "qk_norm_rope":
+    if "positions" in a:  # qk_norm_rope: the norm and the rotation in the contract's order
         turn = lambda v: rope(v, a["positions"], inputs.num_heads, c.rope_theta)  # noqa: E731
         if c.rope_order == "rope_then_norm":
             return _norm(c, inputs, turn(a["x"]))
@@ -97,15 +102,14 @@ def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray) -> np.ndarray:
     a = inputs.arrays
     dtype = x.dtype
     xf = x.astype(_F32)
-    spec = c.spec
-    gate = _act(a["gate"].astype(_F32), c.gate_activation) if spec.has_gate else None
-    if spec.has_gate and c.gate_order == "gate_then_norm":
+    gate = _act(a["gate"].astype(_F32), c.gate_activation) if "gate" in a else None
+    if gate is not None and c.gate_order == "gate_then_norm":
         xf = xf * gate
     heads = inputs.num_heads if c.scope == "head" else 1
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
     with np.errstate(invalid="ignore"):
         y = (spans * _inverse_scale(spans, c, dtype)).reshape(xf.shape)
-    if spec.has_weight:
+    if "weight" in a:
         w = a["weight"]
         if w.shape[-1] != x.shape[-1]:
             w = np.tile(w, x.shape[-1] // w.shape[-1])
@@ -113,6 +117,6 @@ def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray) -> np.ndarray:
             y = (_scale(w, c, dtype).astype(dtype) * y.astype(dtype))
         else:
             y = y * _scale(w, c, dtype).astype(_F32)
-    if spec.has_gate and c.gate_order == "norm_then_gate":
+    if gate is not None and c.gate_order == "norm_then_gate":
         y = y.astype(_F32) * gate
     return y.astype(dtype)

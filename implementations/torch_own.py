@@ -12,16 +12,26 @@ the input dtype). torch's float32 pow is not correctly rounded, so the frequenci
 the contract's (and numpy_own's) by an ulp at a few indices, exactly as HF's do.
 
 Only ever imported inside the torch worker, so importing torch at module level is fine.
+
+Why it imports nothing from normdiff at run time but the exact-bits conversion: `normdiff repro
+--script` inlines this file's source into a standalone script (for the own torch implementation
+and every mutant) that must run with NumPy, ml_dtypes and torch alone; the inliner inlines the
+conversion function too. It reads the contract's knobs and the arrays it is given, never the op
+records. RoPE's frequencies use torch's own float32 pow on purpose, as HF does, rather than the
+correctly rounded ones of harness/data/rope.py.
 """
 from __future__ import annotations
 
-import ml_dtypes
-import numpy as np
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 
-from normdiff.cases.model import CaseInputs
-from normdiff.harness.contracts import Contract
+from normdiff.implementations.frameworks.torch import from_numpy as to_torch
+
+if TYPE_CHECKING:
+    from normdiff.cases.model import CaseInputs
+    from normdiff.harness.data.contracts import Contract
 
 
 def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
@@ -221,14 +231,6 @@ class QKNormRoPE(nn.Module):
 
 # ---------------------------------------------------------------------------------------------
 # The adapter the torch worker calls
-
-
-def to_torch(array: np.ndarray) -> torch.Tensor:
-    """A tensor with exactly the array's bits (torch cannot read ml_dtypes' bfloat16 itself)."""
-    array = np.ascontiguousarray(array)
-    if array.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
 
 
 def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) -> nn.Module:

@@ -29,19 +29,22 @@ a regression are in `_classify` and the README ("Regression baselines and repro"
 """
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from normdiff.harness.compare import NOT_RUN, OUTCOMES, PASSING
-from normdiff.reports.killmatrix import KILLS
+from normdiff.clock import utc_now
+from normdiff.files import atomic_write
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
+from normdiff.reports.markup import markdown_table
+from normdiff.reports.views.mutants import KILLS
+from normdiff.text import number
 
 FORMAT = "normdiff-baseline/1"
 DIGITS = 6  # significant digits kept for every float
@@ -58,7 +61,7 @@ CHANGE_COLUMNS = ["change", "case_id", "implementation", "kind", "before", "afte
                   "max_ulp_after", "tolerance_ulp", "reason"]
 
 
-class BaselineError(ValueError):
+class BaselineError(UsageError):
     """An unusable baseline (missing, malformed, another suite); the message says what to do.
     The CLI exits 2 with it."""
 
@@ -102,14 +105,11 @@ def case_ids_hash(case_ids) -> str:
 
 
 def _today() -> str:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch and epoch.isdigit()
-            else datetime.datetime.now(datetime.timezone.utc))
-    return when.date().isoformat()
+    return utc_now().date().isoformat()
 
 
 def build(report) -> dict:
-    """The baseline document for a report (a render.Report)."""
+    """The baseline document for a report (a reports.report.Report)."""
     results, meta = report.results, report.meta
     case_ids = sorted(set(results["case_id"])) if len(results) else []
     impls = (results.groupby("implementation")["kind"].first().sort_index().to_dict() if len(results) else {})
@@ -157,33 +157,6 @@ def save(report, path: str | os.PathLike) -> Path:
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline {path}: {exc}") from None
     return path
-
-
-def atomic_write(path: Path, pieces) -> None:
-    """Write the text `pieces` to `path` through a temporary file in the same folder, fsync'd and
-    moved into place with os.replace: readers see the old file or the new one, never a part."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for piece in pieces:
-                fh.write(piece)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable (best effort: not every platform opens folders)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,8 +302,6 @@ class Comparison:
         return "\n".join(lines) + "\n"
 
     def markdown(self, limit: int = 50) -> str:
-        from normdiff.reports.render import markdown_table
-
         meta = self.baseline.meta
         lines = ["## Changes since baseline", "",
                  f"Baseline `{self.baseline.path}`: suite `{meta.get('suite')}`, normdiff {meta.get('normdiff')}, "
@@ -363,7 +334,7 @@ def _failing(outcome: str) -> bool:
 
 
 def _f(value) -> str:
-    return "nan" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3g}"
+    return number(value, missing="nan")
 
 
 def compare(baseline: Baseline, results: pd.DataFrame, meta: dict | None = None) -> Comparison:

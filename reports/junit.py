@@ -19,7 +19,6 @@ classname, time) > skipped? failure* system-out*; times are plain decimals.
 """
 from __future__ import annotations
 
-import datetime
 import platform
 import re
 import xml.etree.ElementTree as ET
@@ -27,9 +26,11 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pandas as pd
 
-from normdiff.harness.compare import NOT_RUN, PASSING
-from normdiff.harness.findings import explained
-from normdiff.reports import killmatrix, worst
+from normdiff.clock import utc_now
+from normdiff.harness.data.outcomes import NOT_RUN, PASSING
+from normdiff.harness.engine.tables import explained, ranked
+from normdiff.reports import messages
+from normdiff.reports.views.mutants import KILLS
 
 BODY_ROWS = 50  # failing cases listed in one failure's body
 
@@ -49,26 +50,6 @@ def _time(value: float) -> str:
     return f"{max(value, 0.0):.3f}"
 
 
-def _ulp(value) -> str:
-    return "n/a" if value is None or value != value else f"{float(value):.3g}"
-
-
-def _figures(row) -> str:
-    """', max 12.5 ulp (budget 2)' for a row that returned an output; '' for one that did not."""
-    if row.get("max_ulp") is None or row["max_ulp"] != row["max_ulp"]:
-        return ""
-    return f", max {_ulp(row['max_ulp'])} ulp (budget {_ulp(row.get('tolerance_ulp'))})"
-
-
-def _row_line(row) -> str:
-    rel = row.get("rel_l2")
-    line = (f"{row['case_id']}: {row['outcome']}{_figures(row)}"
-            + (f", rel_l2 {_ulp(rel)}" if rel is not None and rel == rel else "")
-            + f"\n  replay: {worst.repro_command(row['case_id'], row['implementation'])}")
-    detail = str(row.get("detail") or "")
-    return line + (f"\n  detail: {detail}" if detail else "")
-
-
 def testcases(results: pd.DataFrame) -> list[dict]:
     """The test cases as dicts: implementation, kind, framework, classname, name, status
     ('passed', 'failed', 'skipped'), message, body, out (system-out), time, cases."""
@@ -77,7 +58,7 @@ def testcases(results: pd.DataFrame) -> list[dict]:
         return out
     keys = ["implementation", "op", "convention"]
     asked = results[results["outcome"].astype(str) != "unsupported"]  # unimplemented pairs are no test
-    ranked = {key: rows for key, rows in worst.ranked(asked).groupby(keys, sort=False, observed=True)}
+    worst_first = {key: rows for key, rows in ranked(asked).groupby(keys, sort=False, observed=True)}
     for (impl, op, convention), rows in asked.groupby(keys, sort=True, observed=True):
         outcomes = rows["outcome"].astype(str)
         kind = str(rows["kind"].iloc[0])
@@ -85,7 +66,7 @@ def testcases(results: pd.DataFrame) -> list[dict]:
                 "classname": f"normdiff.{impl}", "name": f"{op}@{convention}", "status": "passed",
                 "message": "", "body": "", "out": "", "time": _seconds(rows),
                 "cases": int((~outcomes.isin(NOT_RUN)).sum())}
-        ran = ranked.get((impl, op, convention))  # worst first
+        ran = worst_first.get((impl, op, convention))
         if ran is None or ran.empty:
             unavailable = rows[outcomes == "unavailable"]
             reason = str(unavailable["detail"].iloc[0]) if len(unavailable) else "nothing to run"
@@ -99,7 +80,7 @@ def testcases(results: pd.DataFrame) -> list[dict]:
 
 
 def _implementation(case: dict, ran: pd.DataFrame, op: str, convention: str) -> None:
-    """`ran`: the rows that ran, worst first (worst.ranked)."""
+    """`ran`: the rows that ran, worst first (engine.tables.ranked)."""
     failing = ~ran["outcome"].isin(PASSING)
     known = explained(ran)
     bad = ran[failing & ~known]
@@ -108,36 +89,32 @@ def _implementation(case: dict, ran: pd.DataFrame, op: str, convention: str) -> 
              + ", ".join(f"{n} {o}" for o, n in ran["outcome"].astype(str).value_counts().sort_index().items())]
     if len(accepted):
         notes.append(f"{len(accepted)} case(s) explained by a known finding (not failures):")
-        notes += [_row_line(r) + f"\n  known finding: {r['known_finding']}" for _, r in accepted.iterrows()]
+        notes += [messages.message(r) + f"\n  known finding: {r['known_finding']}" for _, r in accepted.iterrows()]
     if len(ran) and not len(bad):
-        top = ran.iloc[0]
-        notes.append(f"worst case: {top['case_id']} ({top['outcome']}{_figures(top)})")
+        notes.append(f"worst case: {messages.headline(ran.iloc[0])}")
     case["out"] = "\n".join(notes)
     if bad.empty:
         return
     top = bad.iloc[0]
     case["status"] = "failed"
     case["type"] = str(top["outcome"])
-    detail = str(top.get("detail") or "")
-    detail = detail if len(detail) <= 200 else detail[:197] + "..."
     case["message"] = (f"{len(bad)} of {len(ran)} case(s) of {op}@{convention} outside the budget; worst "
-                       f"{top['case_id']}: {top['outcome']}{_figures(top)}" + (f" ({detail})" if detail else "")
-                       + f"; replay: {worst.repro_command(top['case_id'], top['implementation'])}")
-    lines = [_row_line(r) for _, r in bad.head(BODY_ROWS).iterrows()]
+                       + "; ".join(line.strip() for line in messages.message(top, limit=200).split("\n")))
+    lines = [messages.message(r) for _, r in bad.head(BODY_ROWS).iterrows()]
     if len(bad) > BODY_ROWS:
         lines.append(f"... and {len(bad) - BODY_ROWS} more failing cases (results.csv)")
     case["body"] = "\n".join(lines)
 
 
 def _mutant(case: dict, ran: pd.DataFrame, op: str, convention: str) -> None:
-    killed = ran["outcome"].isin(killmatrix.KILLS)
+    killed = ran["outcome"].isin(KILLS)
     by_regime = ran.assign(killed=killed).groupby("regime")["killed"].any()
     exposing = ", ".join(sorted(by_regime[by_regime].index))
     invisible = ", ".join(sorted(by_regime[~by_regime].index))
     if killed.any():
         top = ran[killed].sort_values("rel_l2", ascending=False, kind="stable").iloc[0]
         case["out"] = (f"caught by {int(killed.sum())} of {len(ran)} cases of {op}@{convention}; exposing regimes: "
-                       f"{exposing}; invisible in: {invisible or 'none'}\nworst exposing case:\n{_row_line(top)}")
+                       f"{exposing}; invisible in: {invisible or 'none'}\nworst exposing case:\n{messages.message(top)}")
         return
     case["status"] = "failed"
     case["type"] = "missed"
@@ -151,7 +128,8 @@ def junit_xml(report) -> str:
     """The JUnit XML document as text."""
     cases = testcases(report.results)
     meta = report.meta
-    stamp = datetime.datetime.now().replace(microsecond=0).isoformat()
+    # junit-10.xsd's timestamp carries no time zone: the UTC time, as every report writes it
+    stamp = utc_now().replace(microsecond=0, tzinfo=None).isoformat()
     host = platform.node() or "localhost"
     root = ET.Element("testsuites", {"name": f"normdiff suite {meta.get('suite', '')}".strip()})
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}

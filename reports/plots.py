@@ -1,11 +1,15 @@
-"""Plots (matplotlib, PNG). Imported only when a plot is asked for."""
+"""Plots (matplotlib, PNG). Imported only when a plot is asked for.
+
+Plots receive data, never a harness to run: the views (reports/views/) and `normdiff explain`
+compute what is drawn and hand it over. Each plot returns its PNG bytes and also writes them to
+`path` when one is given.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from normdiff.harness.compare import DISAGREEING
+from normdiff.files import atomic_write
 
-SCALES = np.logspace(-5, 1, 13)  # input RMS sweep for the eps bugs
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
 
 
@@ -20,49 +24,29 @@ def _pyplot():
     return plt
 
 
-def plot_bug(bug, report, path: str) -> str:
-    """The mutant's error against the input regime: a sweep over input RMS for bugs that tiny
-    inputs expose, otherwise its error per regime of the report's cases."""
+def plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
+    """A bug's error against the input regime: `sweep` ({label: (input rms values, rel_l2 values)})
+    for bugs that tiny inputs expose, otherwise `per_regime` (regime -> (worst rel_l2, caught))."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    if "tiny_rms" in bug.exposing_regimes:
-        _rms_sweep(ax, bug)
+    if sweep:
+        for label, (scales, errors) in sweep.items():
+            ax.loglog(scales, errors, marker="o", label=label)
+        ax.axhline(BF16_FLOOR, color="grey", linestyle="--", label="bf16 rounding floor of a correct norm")
+        ax.set_xlabel("input RMS")
+        ax.set_ylabel("relative L2 error vs the exact contract")
+        ax.legend(fontsize=8)
     else:
-        _per_regime(ax, report.results)
-    ax.set_title(f"{bug.id}: {bug.op}@{bug.convention}")
+        regimes = list(per_regime)
+        errors = [max(per_regime[r][0], 1e-8) for r in regimes]
+        colors = ["tab:red" if per_regime[r][1] else "tab:green" for r in regimes]
+        ax.barh(regimes, errors, color=colors)
+        ax.set_xscale("log")
+        ax.axvline(BF16_FLOOR, color="grey", linestyle="--")
+        ax.set_xlabel("worst relative L2 error in the regime (red: caught, green: invisible)")
+    ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def _rms_sweep(ax, bug) -> None:
-    from normdiff.cases.model import Case
-    from normdiff.cases.suites import Suite
-    from normdiff.harness import api, registry
-
-    heads = (8, 64) if bug.op in ("qk_norm", "qk_norm_rope") else (1, 1024)
-    for dtype in ("float32", "bfloat16"):
-        cases = tuple(Case(bug.op, bug.convention, dtype, 8, heads[1], num_heads=heads[0],
-                           regime=f"tiny_rms:{s:.3g}", weights="trained",
-                           gate="open" if bug.op == "gated_rms_norm" else "") for s in SCALES)
-        rows = api.run_suite(Suite("sweep", "", cases), [registry.get(bug.id)]).results.set_index("case_id")
-        err = [rows.loc[c.id, "rel_l2"] for c in cases]
-        ax.loglog(SCALES, err, marker="o", label=f"{bug.id} ({dtype})")
-    ax.axhline(BF16_FLOOR, color="grey", linestyle="--", label="bf16 rounding floor of a correct norm")
-    ax.set_xlabel("input RMS")
-    ax.set_ylabel("relative L2 error vs the exact contract")
-    ax.legend(fontsize=8)
-
-
-def _per_regime(ax, results) -> None:
-    worst = results.groupby("regime")["rel_l2"].max().sort_values()
-    caught = results.groupby("regime")["outcome"].apply(lambda s: s.isin(DISAGREEING).any())
-    colors = ["tab:red" if caught[r] else "tab:green" for r in worst.index]
-    ax.barh(worst.index, worst.clip(lower=1e-8).values, color=colors)
-    ax.set_xscale("log")
-    ax.axvline(BF16_FLOOR, color="grey", linestyle="--")
-    ax.set_xlabel("worst relative L2 error in the regime (red: caught, green: invisible)")
+    return _finish(fig, plt, path)
 
 
 # ---- the report's plots (embedded in report.html and written to DIR/plots/) --------------------
@@ -77,24 +61,18 @@ def available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def regime_errors(results, path=None):
-    """The worst error of each non-mutant implementation per input regime, as a share of the ULP
-    budget of the row (max_ulp / tolerance_ulp, log scale): above the line at 1 is outside the
-    budget. One marker set per implementation, dodged sideways so that equal values stay visible."""
+def regime_errors(table, path=None):
+    """`table`: regime x implementation, the worst max_ulp / tolerance_ulp (views/errors.py), drawn
+    on a log scale: above the line at 1 is outside the budget. One marker set per implementation,
+    dodged sideways so that equal values stay visible."""
     import pandas as pd
 
     plt = _pyplot()
-    rows = results[(results["kind"] != "mutant") & results["max_ulp"].notna()
-                   & (results["tolerance_ulp"] > 0)]
     fig, ax = plt.subplots(figsize=(12, 4.6), dpi=REPORT_DPI, layout="constrained")
-    if rows.empty:
+    if table is None or table.empty:
         ax.text(0.5, 0.5, "no judged outputs", ha="center", va="center", transform=ax.transAxes)
         return _finish(fig, plt, path)
-    share = (rows["max_ulp"] / rows["tolerance_ulp"]).clip(lower=1e-2)
-    table = (rows.assign(share=share).groupby(["regime", "implementation"], observed=True)["share"].max()
-             .unstack("implementation"))
-    regimes = sorted(table.index, key=lambda r: (r != "normal", r))
-    table = table.reindex(regimes)
+    regimes = list(table.index)
     names = list(table.columns)
     cmap = plt.get_cmap("tab20")
     markers = "osD^v<>pPX*h"
@@ -126,12 +104,13 @@ def regime_errors(results, path=None):
     return _finish(fig, plt, path)
 
 
-def agreement_heatmap(report, path=None):
-    """The pairwise matrices as heat maps: share of shared cases on which two implementations agree
-    within the budget, and on which they are bit-identical."""
+def agreement_heatmap(matrices, path=None):
+    """`matrices`: (agree, identical), the pairwise matrices (views/agreement.py), as heat maps:
+    share of shared cases on which two implementations agree within the budget, and on which they
+    are bit-identical."""
     plt = _pyplot()
-    panels = [("agree within the ULP budget", report.agreement("agree")),
-              ("bit-identical outputs", report.agreement("identical"))]
+    agree, identical = matrices
+    panels = [("agree within the ULP budget", agree), ("bit-identical outputs", identical)]
     n = max((len(m) for _, m in panels), default=0)
     side = min(max(4.0, 0.42 * n + 1.6), 9.0)
     fig, axes = plt.subplots(1, 2, figsize=(2 * side + 2.0, side), dpi=REPORT_DPI, layout="constrained")
@@ -175,33 +154,5 @@ def _finish(fig, plt, path) -> bytes:
     plt.close(fig)
     data = buf.getvalue()
     if path is not None:
-        _write_bytes(path, data)
+        atomic_write(path, data)
     return data
-
-
-def _write_bytes(path, data: bytes) -> None:
-    import os
-    from pathlib import Path
-
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-REPORT_PLOTS = {"regime_errors": "Worst error per input regime",
-                "agreement": "Agreement between implementations"}
-
-
-def report_plots(report, out_dir=None) -> dict[str, bytes]:
-    """The report's plots as PNG bytes by name (REPORT_PLOTS); also written to OUT_DIR/plots/NAME.png
-    when `out_dir` is given. Raises ValueError when matplotlib is not installed."""
-    from pathlib import Path
-
-    folder = None
-    if out_dir is not None:
-        folder = Path(out_dir) / "plots"
-        folder.mkdir(parents=True, exist_ok=True)
-    where = (lambda name: folder / f"{name}.png") if folder else (lambda name: None)
-    return {"regime_errors": regime_errors(report.results, where("regime_errors")),
-            "agreement": agreement_heatmap(report, where("agreement"))}

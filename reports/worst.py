@@ -1,72 +1,29 @@
-"""Each implementation's worst cases, the command that replays one, and the side-by-side of actual
-values (reference against implementation) on the worst row of a case.
+"""Each implementation's worst rows, and the side-by-side of actual values (reference against
+implementation) on the worst row of a case.
 
-Everything is derived from the results table; the side-by-side also needs the implementation's
-output for the case (`Report.outputs`, filled when a run keeps outputs: `keep_outputs` below). The
-reference side is recomputed from the case id by the float64 oracle, which is cheap.
+The ranking is the engine's (`engine/tables.ranked`: a run needs it to know which outputs to keep);
+the side-by-side also needs the implementation's output for the case (`Report.outputs`, filled when
+a run keeps outputs). The reference side is recomputed from the case id by the float64 oracle, which
+is cheap.
 """
 from __future__ import annotations
-
-import shlex
 
 import numpy as np
 import pandas as pd
 
-from normdiff.harness.compare import NOT_RUN, PASSING
-from normdiff.harness.findings import explained
+from normdiff.cases.model import Case
+from normdiff.harness.data.dtypes import get_format
+from normdiff.harness.engine import oracle
+from normdiff.harness.engine.judge import ulp_magnitude
+from normdiff.harness.engine.tables import ranked
 
 SIDE_BY_SIDE = 6  # elements shown from the start of the worst row (plus its worst element)
-
-
-def repro_command(case_id: str, implementation: str) -> str:
-    """The command that replays one row of the results table."""
-    return f"normdiff repro {shlex.quote(str(case_id))} --implementation {shlex.quote(str(implementation))}"
-
-
-def ranked(results: pd.DataFrame) -> pd.DataFrame:
-    """Rows that ran, worst first within each implementation: unexplained failures (outside
-    identical/agree, no known finding), then known findings, then the rest; within each, the
-    largest max_ulp first (rows without one, e.g. errors, after those with one)."""
-    ran = results[~results["outcome"].isin(NOT_RUN)]
-    failing = ~ran["outcome"].isin(PASSING)
-    known = explained(ran)
-    rank = np.where(failing & ~known, 0, np.where(failing, 1, 2))
-    return (ran.assign(_rank=rank, _ulp=ran["max_ulp"].fillna(-np.inf))
-            .sort_values(["implementation", "_rank", "_ulp", "case_id"], ascending=[True, True, False, True],
-                         kind="stable")
-            .drop(columns=["_rank", "_ulp"]))
 
 
 def worst_rows(results: pd.DataFrame, per_implementation: int = 5, mutants: bool = False) -> pd.DataFrame:
     """Up to `per_implementation` worst rows of each implementation (non-mutants unless `mutants`)."""
     rows = ranked(results if mutants else results[results["kind"] != "mutant"])
     return rows.groupby("implementation", sort=True).head(per_implementation)
-
-
-def _has_output(rows: pd.DataFrame) -> pd.Series:
-    if "output_digest" in rows:
-        return rows["output_digest"].fillna("").astype(str) != ""
-    return rows["max_ulp"].notna()
-
-
-def worst_keys(results: pd.DataFrame) -> set[tuple[str, str]]:
-    """(case_id, implementation) of each non-mutant implementation's worst row that returned an
-    output: the outputs a report needs for its side-by-sides."""
-    rows = ranked(results[results["kind"] != "mutant"])
-    rows = rows[_has_output(rows)].groupby("implementation").head(1)
-    return set(zip(rows["case_id"], rows["implementation"]))
-
-
-def keep_outputs(outcomes, results: pd.DataFrame, mode) -> dict:
-    """The `Report.outputs` a run keeps: every output (mode True), only the worst cases' ("worst",
-    what the report's side-by-sides need), or none (False / None)."""
-    if not mode:
-        return {}
-    every = {(o.case.id, o.impl.name): o.output for o in outcomes if o.output is not None}
-    if mode == "worst":
-        wanted = worst_keys(results)
-        return {k: v for k, v in every.items() if k in wanted}
-    return every
 
 
 def side_by_side(outputs: dict, case_id: str, implementation: str,
@@ -79,16 +36,11 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
     out = outputs.get((case_id, implementation))
     if out is None:
         return None
-    from normdiff.cases.model import Case
-    from normdiff.harness import reference
-    from normdiff.harness.compare import ulp_magnitude
-    from normdiff.harness.dtypes import get_format
-
     try:
         case = Case.from_id(case_id)
         inputs = case.inputs()
         fmt = get_format(case.dtype)
-        exact = reference.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+        exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
         out = np.asarray(out).astype(np.float64)
         if out.shape != exact.shape:
             return None

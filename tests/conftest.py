@@ -1,3 +1,7 @@
+"""Fixtures every test folder shares: the fixtures folder, and `small_report`, a small run with
+every kind of row the report views must show (agreeing, disagreeing only in one regime, disagreeing
+everywhere, raising, not installed, not implementing a pair, and two mutants: one caught, one
+missed). It runs once per session (a few seconds: NumPy fixtures only)."""
 import os
 from pathlib import Path
 
@@ -9,7 +13,44 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # user's ~/.cache, and repeated local runs reuse compiled JAX programs from the ignored .pytest_cache.
 os.environ.setdefault("NORMDIFF_JAX_CACHE", str(Path(__file__).parent.parent / ".pytest_cache" / "normdiff-jax"))
 
+from normdiff.cases.model import Case  # noqa: E402
+from normdiff.cases.suites import Suite  # noqa: E402
+from normdiff.harness import api  # noqa: E402
+from normdiff.harness.data.conventions import pairs  # noqa: E402
+from normdiff.implementations.entry import Implementation  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+
+CASES = (
+    Case.of("rms_norm", "qwen3", "bfloat16", "4x128", regime="tiny_rms:1e-3", weight="trained"),
+    Case.of("rms_norm", "qwen3", "float32", "4x128", weight="trained"),
+    Case.of("l2_norm", "qwen3.5", "float16", "4x64"),
+)
+RMS = frozenset({("rms_norm", "qwen3")})
+
+
+def _impls(fixtures_dir):
+    entry = lambda attr: f"{fixtures_dir / 'misbehaving.py'}:{attr}"
+    every = frozenset(pairs())
+    return [
+        Implementation("fx-correct", "user", "numpy", entry("correct"), every),
+        Implementation("fx-doubles", "user", "numpy", entry("doubles"), every),
+        Implementation("fx-eps_outside", "user", "numpy", entry("eps_outside"), every),
+        Implementation("fx-raises", "user", "numpy", entry("raises"), every),
+        Implementation("fx-gone", "user", "numpy", entry("correct"), every, requires=("no_such_module_xyz",)),
+        Implementation("fx-rms-only", "user", "numpy", entry("correct"), RMS),
+        Implementation("mut-caught", "mutant", "numpy", entry("eps_outside"), RMS),
+        Implementation("mut-missed", "mutant", "numpy", entry("correct"), RMS),
+    ]
+
+
+@pytest.fixture(scope="session")
+def small_report(fixtures_dir):
+    """The report with every output kept (as `keep_outputs=True`)."""
+    return api.run_suite(Suite("small", "report views test", CASES), _impls(fixtures_dir), timeout=30,
+                         keep_outputs=True)

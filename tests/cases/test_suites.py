@@ -1,7 +1,7 @@
 import pytest
 
 from normdiff.cases import regimes, suites
-from normdiff.harness.contracts import pairs
+from normdiff.harness.data.conventions import pairs
 
 
 def test_default_suite_is_large_and_covers_the_catalogue():
@@ -10,13 +10,13 @@ def test_default_suite_is_large_and_covers_the_catalogue():
     cases = suite.cases
     assert {(c.op, c.convention) for c in cases} >= {p for p in pairs() if p[1] in ("qwen3", "qwen3.5", "olmo2")}
     assert {c.dtype for c in cases} == {"float32", "bfloat16", "float16"}
-    widths = {c.head_dim for c in cases if c.op == "rms_norm"}
+    widths = {c.width for c in cases if c.op == "rms_norm"}
     assert {128, 1024, 4096} <= widths and any(w % 2 for w in widths)
     used = {regimes.split(c.regime)[0] for c in cases}
     assert used == set(regimes.INPUT_REGIMES)  # every regime is exercised
     assert {c.regime for c in cases} >= {f"tiny_rms:{s}" for s in ("1e-2", "1e-3", "3e-4", "1e-4")}
-    assert {c.weights for c in cases if c.op == "rms_norm"} == set(regimes.WEIGHT_REGIMES)
-    assert {c.gate for c in cases if c.op == "gated_rms_norm"} == set(regimes.GATE_REGIMES)
+    assert {c.choice("weight") for c in cases if c.op == "rms_norm"} == set(regimes.WEIGHT_REGIMES)
+    assert {c.choice("gate") for c in cases if c.op == "gated_rms_norm"} == set(regimes.GATE_REGIMES)
     assert len({c.id for c in cases}) == len(cases)
 
 
@@ -34,11 +34,11 @@ def write(tmp_path, text):
     ("[[group]\n", "not valid TOML"),
     ("description = 'x'\n", "no \\[\\[group\\]\\] tables"),
     ("[[group]]\nops=['rms_norm']\n", "'conventions' must be a non-empty list"),
-    ("[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\ncolour=1\n",
+    ("[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\nregimes=['normal']\ncolour=1\n",
      "unknown keys \\['colour'\\]"),
-    ("[[group]]\nops=['qk_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\n",
+    ("[[group]]\nops=['qk_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\nregimes=['normal']\n",
      "group 1: qk_norm shapes are rows x heads x head_dim"),
-    ("[[group]]\nops=['rms_norm']\nconventions=['qwen9']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\n",
+    ("[[group]]\nops=['rms_norm']\nconventions=['qwen9']\ndtypes=['float32']\nshapes=['8x8']\nregimes=['normal']\n",
      "unknown convention 'qwen9'"),
 ])
 def test_malformed_suites_say_what_is_wrong(tmp_path, text, message):
@@ -52,5 +52,23 @@ def test_unknown_suite_lists_the_known_ones():
 
 
 def test_overlapping_groups_run_each_case_once(tmp_path):
-    group = "[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['normal']\n"
+    group = "[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\nregimes=['normal']\n"
     assert len(suites.load(write(tmp_path, group + group))) == 1
+
+
+def test_the_old_inputs_key_still_reads_with_a_warning(tmp_path):
+    old = "[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nshapes=['8x8']\ninputs=['tiny_rms:1e-3']\n"
+    with pytest.warns(FutureWarning, match="'inputs' is now called 'regimes'"):
+        suite = suites.load(write(tmp_path, old))
+    assert [c.regime for c in suite.cases] == ["tiny_rms:1e-3"]
+    both = old + "regimes=['normal']\n"
+    with pytest.raises(suites.SuiteError, match="both 'inputs' and 'regimes'"):
+        suites.load(write(tmp_path, both))
+
+
+def test_a_group_expands_from_python_as_from_a_file():
+    cases = suites.expand(dict(ops=["rms_norm", "l2_norm"], conventions=["qwen3.5"], dtypes=["bfloat16"],
+                               shapes=["4x64"], regimes=["normal"], weights=["trained", "ones"]))
+    # the weight regimes multiply rms_norm's cases; l2_norm takes no weight and ignores them
+    assert [c.id for c in cases] == ["rms_norm@qwen3.5/bf16/4x64/normal/w=trained",
+                                     "rms_norm@qwen3.5/bf16/4x64/normal/w=ones", "l2_norm@qwen3.5/bf16/4x64/normal"]

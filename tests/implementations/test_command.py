@@ -20,8 +20,9 @@ import pytest
 from normdiff.cases.model import Case
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
-from normdiff.harness.contracts import OPS, get_contract
-from normdiff.harness.registry import Implementation
+from normdiff.harness.data.ops import OPS
+from normdiff.harness.data.conventions import get_contract
+from normdiff.implementations.entry import Implementation
 from normdiff.implementations import command
 from normdiff.implementations.command import (CommandError, CommandTimeout, FormatError,
                                               command_implementation, command_problem,
@@ -113,7 +114,7 @@ def test_codec_rejects_a_wrong_byte_count_and_an_unknown_dtype():
 # ---------------------------------------------------------------------------------------------
 # A C program, checked end to end
 
-C_CASES = tuple(Case("rms_norm", "qwen3", dtype, 4, 256, regime=regime, weights="trained")
+C_CASES = tuple(Case.of("rms_norm", "qwen3", dtype, "4x256", regime=regime, weight="trained")
                 for dtype in ("float32", "bfloat16", "float16") for regime in ("normal", "tiny_rms:1e-3"))
 
 
@@ -167,11 +168,11 @@ def program(fixtures_dir) -> list[str]:
 
 
 OP_CASES = (
-    Case("rms_norm", "qwen3.5", "bfloat16", 4, 64, weights="trained"),
-    Case("gated_rms_norm", "qwen3.5", "float16", 4, 64, weights="trained", gate="open"),
-    Case("l2_norm", "qwen3.5", "float32", 4, 64),
-    Case("qk_norm", "olmo2", "bfloat16", 4, 64, num_heads=4, weights="trained"),
-    Case("qk_norm_rope", "qwen3", "bfloat16", 4, 32, num_heads=2, weights="trained"),
+    Case.of("rms_norm", "qwen3.5", "bfloat16", "4x64", weight="trained"),
+    Case.of("gated_rms_norm", "qwen3.5", "float16", "4x64", weight="trained", gate="open"),
+    Case.of("l2_norm", "qwen3.5", "float32", "4x64"),
+    Case.of("qk_norm", "olmo2", "bfloat16", "4x4x64", weight="trained"),
+    Case.of("qk_norm_rope", "qwen3", "bfloat16", "4x2x32", weight="trained"),
 )
 
 
@@ -207,7 +208,7 @@ def test_without_a_convention_the_metadata_names_every_matching_one():
 # ---------------------------------------------------------------------------------------------
 # Failures become outcomes, with messages that name the problem
 
-ONE = (Case("rms_norm", "qwen3", "bfloat16", 4, 64, weights="trained"),)
+ONE = (Case.of("rms_norm", "qwen3", "bfloat16", "4x64", weight="trained"),)
 
 
 def test_failures_become_error_outcomes_that_say_why(program, tmp_path):
@@ -300,7 +301,8 @@ def test_command_problem_finds_missing_programs(tmp_path):
 def test_command_implementation_builds_a_user_entry():
     impl = command_implementation("./rms_norm --fast", "rms_norm", "qwen3", timeout=60.0)
     assert isinstance(impl, Implementation)
-    assert (impl.kind, impl.framework, impl.batch_rows) == ("user", "numpy", False)
+    assert (impl.kind, impl.framework, impl.batch_rows) == ("user", "command", False)
+    assert impl.worker == "command"  # its own worker: a slow program never holds up numpy code
     assert impl.entry == "normdiff.implementations.command:make_adapter"
     assert impl.pairs == frozenset({("rms_norm", "qwen3")})
     assert impl.name == "rms_norm --fast"
@@ -331,6 +333,6 @@ def test_check_cli_fails_fast_for_a_missing_program():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.cli", "check", "--command", "./no-such-program",
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", "--command", "./no-such-program",
                            "--op", "rms_norm", "--convention", "qwen3"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "command './no-such-program' not found" in proc.stdout

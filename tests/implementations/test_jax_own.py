@@ -11,11 +11,16 @@ jax = pytest.importorskip("jax")
 
 import ml_dtypes  # noqa: E402
 
+from normdiff.cases import suites  # noqa: E402
 from normdiff.cases.model import Case, CaseInputs  # noqa: E402
-from normdiff.harness import compare, contracts, reference  # noqa: E402
-from normdiff.harness.budgets import budget_for  # noqa: E402
-from normdiff.harness.contracts import OPS, get_contract, pairs  # noqa: E402
-from normdiff.harness.dtypes import get_format  # noqa: E402
+from normdiff.harness.engine import judge  # noqa: E402
+from normdiff.harness.data import contracts
+from normdiff.harness.data.knobs import KNOBS  # noqa: E402
+from normdiff.harness.engine import oracle  # noqa: E402
+from normdiff.harness.data.budgets import budget_for  # noqa: E402
+from normdiff.harness.data.ops import OPS  # noqa: E402
+from normdiff.harness.data.conventions import get_contract, pairs  # noqa: E402
+from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations import numpy_own  # noqa: E402
 
 
@@ -35,21 +40,17 @@ REGIMES = ("normal", "tiny_rms:1e-4", "zero_rows", "mean_shift:3")
 def cases(op: str, convention: str, dtype: str, weights=("trained", "ones", "large")):
     """Every regime x weight x gate for one pair. Row counts that are not powers of two exercise
     the padding; width 96 makes the division by n inexact in float32."""
-    spec = OPS[op]
-    regimes = REGIMES + (("head_scales:lognormal",) if spec.has_heads else ())
-    for regime in regimes:
-        for w in weights if spec.has_weight else ("ones",):
-            for gate in ("open", "closed") if spec.has_gate else ("",):
-                if spec.has_heads:
-                    yield Case(op, convention, dtype, 5, 64, 4, regime, w, gate)
-                else:
-                    yield Case(op, convention, dtype, 6, 96, 1, regime, w, gate)
+    heads = "num_heads" in OPS[op].dims
+    return suites.expand(dict(ops=[op], conventions=[convention], dtypes=[dtype],
+                              shapes=["5x4x64" if heads else "6x96"],
+                              regimes=list(REGIMES + (("head_scales:lognormal",) if heads else ())),
+                              weights=list(weights), gates=["open", "closed"]))
 
 
 def ulp_error(out: np.ndarray, ref: np.ndarray, dtype: str, op: str = "", num_heads: int = 1) -> np.ndarray:
     """In ULPs of `dtype` at ref; for qk_norm_rope at its rotation pair's magnitude, as the judge."""
     with np.errstate(invalid="ignore"):
-        err = np.abs(out.astype(np.float64) - ref) / get_format(dtype).ulp(compare.ulp_magnitude(ref, op, num_heads))
+        err = np.abs(out.astype(np.float64) - ref) / get_format(dtype).ulp(judge.ulp_magnitude(ref, op, num_heads))
     return np.where(np.isnan(ref) & np.isnan(out.astype(np.float64)), 0.0, err)
 
 
@@ -85,7 +86,7 @@ def test_error_vs_oracle_within_budget(op, convention, dtype, jax_own):
         assert isinstance(out, np.ndarray)
         x = inputs.arrays["x"]
         assert out.dtype == x.dtype and out.shape == x.shape, case.id
-        ref = reference.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
+        ref = oracle.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
         assert np.isfinite(ref).all(), case.id  # conventions have eps inside: no NaN anywhere
         err = ulp_error(out, ref, dtype, op, case.num_heads).max()
         assert err <= budget(case), f"{case.id}: {err:.3f} ulp > {budget(case)}"
@@ -113,11 +114,9 @@ def test_bit_identical_to_numpy_own_on_conventions(dtype, jax_own):
 
 def knob_mutants(base: contracts.Contract):
     """The contract with each knob turned to each other legal value."""
-    values = {"eps_placement": contracts.EPS_PLACEMENTS, "statistic": contracts.STATISTICS,
-              "scope": contracts.SCOPES, "gate_activation": contracts.GATE_ACTIVATIONS,
-              "gate_order": contracts.GATE_ORDERS, "cast": contracts.CASTS,
-              "offset_dtype": contracts.COMPUTE_DTYPES, "weight_offset": (0.0, 1.0, 2.0),
-              "eps": (1e-5, 1e-6), "rope_order": contracts.ROPE_ORDERS}
+    values = {name: KNOBS[name].values for name in ("eps_placement", "statistic", "scope", "gate_activation",
+                                                     "gate_order", "cast", "offset_dtype", "rope_order")}
+    values.update(weight_offset=(0.0, 1.0, 2.0), eps=(1e-5, 1e-6))
     for knob, legal in values.items():
         for value in legal:
             if getattr(base, knob) != value:
@@ -169,7 +168,7 @@ def test_stats_in_input_dtype_matches_numpy_own(dtype, jax_own):
 
 
 def test_fp16_statistics_overflow_gives_all_zeros(jax_own):
-    case = Case("rms_norm", "qwen3", "float16", 4, 128, regime="large")
+    case = Case.of("rms_norm", "qwen3", "float16", "4x128", regime="large")
     inputs = case.inputs()
     assert np.all(jax_own.run("rms_norm", case.contract.replace(stats_dtype="input"), inputs) == 0)
     assert np.all(np.isfinite(jax_own.run("rms_norm", case.contract, inputs)))
@@ -187,22 +186,22 @@ def test_seed_example(jax_own):
 
 
 def test_eps_outside_mutant_is_far_from_oracle(jax_own):
-    case = Case("rms_norm", "qwen3", "float32", 6, 96, regime="tiny_rms:1e-3", weights="trained")
+    case = Case.of("rms_norm", "qwen3", "float32", "6x96", regime="tiny_rms:1e-3", weight="trained")
     inputs = case.inputs()
-    ref = reference.evaluate(case.contract, inputs.as_float64())
+    ref = oracle.evaluate(case.contract, inputs.as_float64())
     out = jax_own.run("rms_norm", case.contract.replace(eps_placement="outside"), inputs)
     assert ulp_error(out, ref, "float32").max() > 100
 
 
 def test_eps_none_zero_row_is_nan_and_padding_stays_out(jax_own):
-    case = Case("rms_norm", "qwen3", "float32", 3, 16, regime="zero_rows")  # rows 0, 2 are zero
+    case = Case.of("rms_norm", "qwen3", "float32", "3x16", regime="zero_rows")  # rows 0, 2 are zero
     out = jax_own.run("rms_norm", case.contract.replace(eps_placement="none"), case.inputs())
     assert out.shape == (3, 16)
     assert np.isnan(out[0]).all() and np.isnan(out[2]).all() and np.isfinite(out[1]).all()
 
 
 def test_leading_dims_are_rows(jax_own):
-    case = Case("qk_norm", "qwen3", "bfloat16", 6, 32, 4, "head_scales:lognormal", "trained")
+    case = Case.of("qk_norm", "qwen3", "bfloat16", "6x4x32", "head_scales:lognormal", weight="trained")
     flat = case.inputs()
     x = flat.arrays["x"].reshape(2, 3, 128)
     inputs = CaseInputs({"x": x, "weight": flat.arrays["weight"]}, 4)
@@ -241,13 +240,13 @@ def test_new_eps_and_rows_reuse_the_compiled_function(jax_own):
             compiles.append(event)
 
     contract = get_contract("rms_norm", "llama")
-    first = Case("rms_norm", "llama", "float32", 5, 40).inputs()  # width 40: used by no other test
+    first = Case.of("rms_norm", "llama", "float32", "5x40").inputs()  # width 40: used by no other test
     jax_own.run("rms_norm", contract, first)
     n_functions, n_shapes = len(jax_own._JITTED), jax_own.jitted(contract, 1)._cache_size()
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
         for rows, eps in ((7, 1e-5), (8, 1e-6), (6, 3e-7)):  # all pad to 8 rows
-            inputs = Case("rms_norm", "llama", "float32", rows, 40).inputs()
+            inputs = Case.of("rms_norm", "llama", "float32", f"{rows}x40").inputs()
             out = jax_own.run("rms_norm", contract.replace(eps=eps), inputs)
             assert out.shape == (rows, 40)
     finally:

@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from normdiff.harness import api
-from normdiff.harness.bugs import BUGS
-from normdiff.harness.contracts import get_contract
-from normdiff.reports import killmatrix, tables
+from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.conventions import get_contract
+from normdiff.harness.engine.tables import failing_rows
+from normdiff.reports.views.mutants import kill_summary
 
 REQUIRED = {"eps-outside-sqrt", "gamma-plus-one", "gamma-missing-one", "qk-norm-full-vector", "qk-norm-per-head",
             "eps-wrong-value", "eps-ignored", "stats-low-precision", "offset-low-precision",
@@ -32,14 +33,14 @@ def test_the_catalogue_has_the_required_bugs():
 
 
 def test_default_suite_kills_every_mutant(default_report):
-    kills = killmatrix.kill_summary(default_report.results).set_index("mutant")
+    kills = kill_summary(default_report.results).set_index("mutant")
     assert set(kills.index) == set(BUGS)
     missed = kills[~kills["caught"]].index.tolist()
     assert not missed, f"the default suite no longer catches {missed}"
 
 
 def test_no_correct_implementation_disagrees(default_report):
-    bad = tables.failing_rows(default_report.results)
+    bad = failing_rows(default_report.results)
     assert bad.empty, bad[["case_id", "implementation", "outcome", "max_ulp", "detail"]].to_string()
     assert default_report.meta["exit_code"] == 0
 
@@ -59,7 +60,7 @@ def test_mutants_look_plausible_where_the_catalogue_says(default_report):
 
 
 def test_list_bugs_json():
-    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.cli", "list", "bugs", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "list", "bugs", "--json"],
                           capture_output=True, text=True)
     bugs = {b["id"]: b for b in json.loads(proc.stdout)}
     assert REQUIRED <= set(bugs)
@@ -70,7 +71,7 @@ def test_list_bugs_json():
 def test_explain_shows_a_plausible_and_a_badly_wrong_case(tmp_path):
     pytest.importorskip("torch")
     plot = tmp_path / "eps.png"
-    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.cli", "explain", "eps-outside-sqrt",
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "explain", "eps-outside-sqrt",
                            "--plot", str(plot)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -78,5 +79,5 @@ def test_explain_shows_a_plausible_and_a_badly_wrong_case(tmp_path):
     assert "Looks right here: rms_norm@qwen3/bf16/" in out and "Badly wrong here:" in out
     assert "tiny_rms:1e-4" in out and "fla PR #508" in out
     assert plot.stat().st_size > 10_000 and plot.read_bytes()[:4] == b"\x89PNG"
-    table = subprocess.run([sys.executable, "-m", "normdiff.harness.cli", "explain"], capture_output=True, text=True)
+    table = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "explain"], capture_output=True, text=True)
     assert all(bug in table.stdout for bug in REQUIRED)

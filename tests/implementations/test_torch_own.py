@@ -8,14 +8,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from normdiff.harness.budgets import budget_for
+from normdiff.harness.data.budgets import budget_for
 
 torch = pytest.importorskip("torch")
 
+from normdiff.cases import suites  # noqa: E402
 from normdiff.cases.model import Case, CaseInputs  # noqa: E402
-from normdiff.harness import compare, reference  # noqa: E402
-from normdiff.harness.contracts import OPS, get_contract, pairs  # noqa: E402
-from normdiff.harness.dtypes import get_format  # noqa: E402
+from normdiff.harness.engine import judge  # noqa: E402
+from normdiff.harness.engine import oracle  # noqa: E402
+from normdiff.harness.data.ops import OPS  # noqa: E402
+from normdiff.harness.data.conventions import get_contract, pairs  # noqa: E402
+from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations import numpy_own, torch_own  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -24,13 +27,10 @@ GROUPS = [(op, conv, dtype) for (op, conv), dtype in itertools.product(pairs(), 
 
 
 def cases(op: str, conv: str, dtype: str) -> list[Case]:
-    spec = OPS[op]
-    regimes = REGIMES + (("head_scales:lognormal",) if spec.has_heads else ())
-    weights = ("trained", "ones", "large") if spec.has_weight else ("ones",)
-    gates = ("open", "closed") if spec.has_gate else ("",)
-    shape = dict(rows=4, num_heads=8, head_dim=64) if spec.has_heads else dict(rows=8, head_dim=128)
-    return [Case(op, conv, dtype, regime=r, weights=w, gate=g, **shape)
-            for r, w, g in itertools.product(regimes, weights, gates)]
+    heads = "num_heads" in OPS[op].dims
+    return suites.expand(dict(ops=[op], conventions=[conv], dtypes=[dtype], shapes=["4x8x64" if heads else "8x128"],
+                              regimes=list(REGIMES + (("head_scales:lognormal",) if heads else ())),
+                              weights=["trained", "ones", "large"], gates=["open", "closed"]))
 
 
 def ulp_error(out: np.ndarray, ref: np.ndarray, dtype: str, op: str = "", num_heads: int = 1) -> np.ndarray:
@@ -38,7 +38,7 @@ def ulp_error(out: np.ndarray, ref: np.ndarray, dtype: str, op: str = "", num_he
     the judge counts them); 0 where both are NaN, inf where only one is."""
     out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
     with np.errstate(invalid="ignore"):
-        err = np.abs(out - ref) / get_format(dtype).ulp(compare.ulp_magnitude(ref, op, num_heads))
+        err = np.abs(out - ref) / get_format(dtype).ulp(judge.ulp_magnitude(ref, op, num_heads))
     return np.where(np.isnan(out) & np.isnan(ref), 0.0, np.nan_to_num(err, nan=np.inf))
 
 
@@ -60,7 +60,7 @@ def budget(op: str, conv: str, dtype: str) -> float:
 def test_error_against_reference(op, conv, dtype):
     worst, worst_id = 0.0, ""
     for case, inputs, out in results(op, conv, dtype):
-        ref = reference.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
+        ref = oracle.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
         err = ulp_error(out.float().numpy(), ref, dtype, op, inputs.num_heads).max()
         if err > worst:
             worst, worst_id = err, case.id
@@ -115,9 +115,9 @@ MUTANTS = [
 @pytest.mark.parametrize("regime", ["zero_rows", "tiny_rms:1e-3"])
 def test_mutants_match_numpy_own(pair, knob, regime):
     op, conv = pair.split("@")
-    shape = dict(rows=4, num_heads=8, head_dim=64) if OPS[op].has_heads else dict(rows=8, head_dim=128)
-    case = Case(op, conv, "bfloat16", regime=regime, weights="trained",
-                gate="open" if OPS[op].has_gate else "", **shape)
+    heads = "num_heads" in OPS[op].dims
+    (case,) = suites.expand(dict(ops=[op], conventions=[conv], dtypes=["bfloat16"], shapes=["4x8x64" if heads else "8x128"],
+                                 regimes=[regime], weights=["trained"]))
     contract, inputs = case.contract.replace(**knob), case.inputs()
     ours = torch_own.run(op, contract, inputs).float().numpy()
     theirs = numpy_own.run(op, contract, inputs).astype(np.float32)
@@ -140,7 +140,7 @@ def test_eps_outside_mutant_is_caught():
     case = Case.from_id("rms_norm@qwen3/bf16/8x128/tiny_rms:1e-3/w=trained")
     inputs = case.inputs()
     mutant = torch_own.run("rms_norm", case.contract.replace(eps_placement="outside"), inputs)
-    ref = reference.evaluate(case.contract, inputs.as_float64())
+    ref = oracle.evaluate(case.contract, inputs.as_float64())
     assert ulp_error(mutant.float().numpy(), ref, "bfloat16").max() > 100
 
 

@@ -7,9 +7,10 @@ import os
 import pandas as pd
 import pytest
 
-from normdiff.harness import cli, registry
+from normdiff.harness.commands import cli
+from normdiff.implementations import registry
 from normdiff.reports import baseline
-from normdiff.reports.render import Report
+from normdiff.reports.report import Report
 
 COLUMNS = ["case_id", "implementation", "kind", "outcome", "max_ulp", "p99_ulp", "rel_l2", "tolerance_ulp",
            "output_digest", "known_finding"]
@@ -272,9 +273,9 @@ def test_end_to_end_a_wrong_formula_fails_against_the_baseline(tmp_path, capsys,
     assert "changes since baseline" in capsys.readouterr().out and "No changes" in (out / "summary.md").read_text()
     # now numpy computes eps outside the square root, and the mutant is "fixed" (the harness is blind)
     numpy_impl, mutant = registry.get("numpy"), registry.get("eps-outside-sqrt")
-    monkeypatch.setitem(registry._REGISTRY, "numpy", dataclasses.replace(
+    monkeypatch.setitem(registry._builtins(), "numpy", dataclasses.replace(
         numpy_impl, entry=f"{fixtures_dir / 'misbehaving.py'}:eps_outside", batch_rows=False))
-    monkeypatch.setitem(registry._REGISTRY, "eps-outside-sqrt", dataclasses.replace(
+    monkeypatch.setitem(registry._builtins(), "eps-outside-sqrt", dataclasses.replace(
         mutant, entry="normdiff.implementations.torch_own:run"))
     code = cli.main(args + ["--baseline", str(base)])
     printed = capsys.readouterr().out

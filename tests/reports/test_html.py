@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from normdiff.reports import html, plots, render, worst
+from normdiff.harness.engine import provenance
+from normdiff.harness.engine.tables import failing_rows, worst_keys
+from normdiff.reports import html, markup, plots, render
+from normdiff.reports.markdown import summary_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ["run", "implementations", "errors", "agreement", "worst", "failing", "mutants", "budgets", "files"]
+SECTIONS = ["run", "summary", "errors", "agreement", "worst", "failing", "mutants", "conventions", "budgets", "files"]
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 TINY = "rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained"
 
@@ -22,7 +25,7 @@ TINY = "rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained"
 @pytest.fixture(scope="module")
 def worst_only(small_report):
     """The report as a run with keep_outputs="worst" leaves it: only the worst cases' outputs."""
-    keep = worst.worst_keys(small_report.results)
+    keep = worst_keys(small_report.results)
     return dataclasses.replace(small_report, outputs={k: v for k, v in small_report.outputs.items() if k in keep})
 
 
@@ -72,9 +75,7 @@ def test_plots_are_inline_and_written_as_files(page):
 def test_failing_rows_carry_their_case_id_and_replay_command(page, small_report):
     text, _ = page
     plain = re.sub(r"<wbr>", "", text)
-    from normdiff.reports import tables
-
-    bad = tables.failing_rows(small_report.results)
+    bad = failing_rows(small_report.results)
     assert len(bad) > 0
     for row in bad.itertuples():
         assert row.case_id in plain
@@ -82,10 +83,10 @@ def test_failing_rows_carry_their_case_id_and_replay_command(page, small_report)
 
 
 def test_side_by_side_shown_when_kept_else_the_replay_command(worst_only, small_report):
-    text = re.sub(r"<wbr>", "", html.render_html(worst_only, plots={}))
+    text = re.sub(r"<wbr>", "", html.render_html(worst_only, plots_on=False))
     assert "Side-by-side, <code>" + TINY in text  # fx-eps_outside's worst case, kept
     assert "ulps from exact" in text and "exact (float64)" in text
-    bare = re.sub(r"<wbr>", "", html.render_html(dataclasses.replace(worst_only, outputs={}), plots={}))
+    bare = re.sub(r"<wbr>", "", html.render_html(dataclasses.replace(worst_only, outputs={}), plots_on=False))
     assert "this run did not keep its output" in bare and "ulps from exact" not in bare
     assert f"replay it with <span class=\"cmd\">normdiff repro {TINY} --implementation fx-eps_outside" in bare
 
@@ -98,8 +99,8 @@ def test_without_matplotlib_the_page_is_written_with_a_note(small_report, monkey
 
 
 def test_without_jinja2_tables_fall_back_to_plain_html(small_report, monkeypatch):
-    monkeypatch.setattr(html, "_has_styler", lambda: False)
-    text = html.render_html(small_report, plots={})
+    monkeypatch.setattr(markup, "_has_styler", lambda: False)
+    text = html.render_html(small_report, plots_on=False)
     assert '<table border="0" class="dataframe data">' in text or 'class="dataframe data"' in text
     assert "fx-doubles" in text and external_references(text) == []
 
@@ -107,21 +108,19 @@ def test_without_jinja2_tables_fall_back_to_plain_html(small_report, monkeypatch
 def test_text_is_escaped(small_report):
     results = small_report.results.copy()
     results.loc[results["implementation"] == "fx-raises", "detail"] = "<script>alert(1)</script>"
-    text = html.render_html(dataclasses.replace(small_report, results=results), plots={})
+    text = html.render_html(dataclasses.replace(small_report, results=results), plots_on=False)
     assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
 def test_git_revision_is_a_commit_or_unknown(monkeypatch):
-    from normdiff.reports import render
-
-    rev = render.git_revision()
+    rev = provenance.git_revision()
     assert rev == "unknown" or re.fullmatch(r"[0-9a-f]{4,40}", rev)
 
     def no_git(*args, **kwargs):
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(render.subprocess, "run", no_git)
-    assert render.git_revision() == "unknown"
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    assert provenance.git_revision() == "unknown"
 
 
 def test_write_leaves_every_view(small_report, tmp_path):
@@ -138,7 +137,7 @@ def test_write_leaves_every_view(small_report, tmp_path):
 
 
 def test_the_report_views_stay_out_of_the_import_path_of_list():
-    code = ("import sys; from normdiff.harness import cli; cli.main(['list', 'implementations']); "
+    code = ("import sys; from normdiff.harness.commands import cli; cli.main(['list', 'implementations']); "
             "from normdiff.reports import render, html, junit, plots, worst; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -170,7 +169,7 @@ def test_a_headless_browser_renders_the_page(small_report, tmp_path):
 def test_summary_markdown_keeps_one_table_row_per_failing_row(small_report):
     results = small_report.results.copy()
     results.loc[results["implementation"] == "fx-raises", "detail"] = "Traceback:\n  line 1 | here\nBoom"
-    text = render.summary_markdown(dataclasses.replace(small_report, results=results))
+    text = summary_markdown(dataclasses.replace(small_report, results=results))
     failing = text.split("## Failing rows")[1].split("\n## ")[0]
     rows = [line for line in failing.splitlines() if line.startswith("| ") and "fx-raises" in line]
     assert rows and all(line.endswith("--implementation fx-raises` |") for line in rows)

@@ -1,0 +1,112 @@
+"""`normdiff explain [BUG]`: the teaching view of a catalogued bug.
+
+Every number printed comes from running the bug's mutant over the default suite's cases of its
+(op, convention) against the oracle, not from the catalogue's text.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from normdiff.cases import suites
+from normdiff.cases.suites import Suite
+from normdiff.harness import api
+from normdiff.harness.data.bugs import BUGS, Bug, get_bug
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.outcomes import DISAGREEING
+from normdiff.implementations import registry
+
+SWEEP_RMS = np.logspace(-5, 1, 13)  # input RMS of the sweep for the bugs tiny inputs expose
+SWEEP_DTYPES = ("float32", "bfloat16")
+
+
+def bug_table() -> str:
+    width = max(len(b) for b in BUGS)
+    lines = [f"{'bug':<{width}}  {'op@convention':<26} symptom"]
+    lines += [f"{b.id:<{width}}  {b.op + '@' + b.convention:<26} {b.symptom}" for b in BUGS.values()]
+    lines.append("\nnormdiff explain BUG shows one with measured numbers.")
+    return "\n".join(lines)
+
+
+def run_bug(bug: Bug, suite: str = "default"):
+    """The mutant's report over the suite's cases of the bug's (op, convention), outputs kept."""
+    full = suites.load(suite)
+    cases = tuple(c for c in full.cases if (c.op, c.convention) == (bug.op, bug.convention))
+    if not cases:
+        raise UsageError(f"suite {suite!r} has no {bug.op}@{bug.convention} cases to run {bug.id} on")
+    return api.run_suite(Suite(full.name, full.description, cases), [registry.get(bug.id)], keep_outputs=True)
+
+
+def explain(bug_id: str, suite: str = "default", plot: str | None = None) -> str:
+    bug = get_bug(bug_id)
+    report = run_bug(bug, suite)
+    rows = report.results
+    caught = rows[rows["outcome"].isin(DISAGREEING)]
+    typical = rows[rows["regime"] == "normal"]
+    lines = [f"{bug.id}: {bug.symptom}", f"  op {bug.op} under convention {bug.convention}; the mutant turns "
+             f"{', '.join(f'{k}={v!r}' for k, v in bug.changes.items())}", "",
+             f"  right: {bug.right}", f"  wrong: {bug.wrong}", "", _plausible(typical), ""]
+    if len(typical):
+        # bf16 first: where models run, and where a small error hides under the rounding floor
+        pool = typical[typical["dtype"] == "bfloat16"] if (typical["dtype"] == "bfloat16").any() else typical
+        best = pool.sort_values(["cosine", "rel_l2"], ascending=[False, True]).iloc[0]
+        lines += [f"Looks right here: {best['case_id']} ({best['outcome']}, rel_l2 {best['rel_l2']:.3g}, "
+                  f"cosine {best['cosine']:.6f})", _side_by_side(report, best["case_id"], bug.id), ""]
+    if len(caught):
+        worst = caught.sort_values("rel_l2", ascending=False).iloc[0]
+        lines += [f"Exposed by {bug.exposes}. Badly wrong here: {worst['case_id']} ({worst['outcome']}, "
+                  f"rel_l2 {worst['rel_l2']:.3g}, max {worst['max_ulp']:.3g} ulp)",
+                  _side_by_side(report, worst["case_id"], bug.id), "",
+                  f"Caught by {len(caught)} of {len(rows)} {bug.op}@{bug.convention} cases of suite "
+                  f"'{suite}', in regimes: {', '.join(sorted(caught['regime'].unique()))}"]
+        lines += [f"  {cid}" for cid in sorted(caught["case_id"])[:12]]
+        if len(caught) > 12:
+            lines.append(f"  ... and {len(caught) - 12} more (kill_matrix.csv of a normdiff run lists all)")
+    else:
+        lines.append(f"NOT caught by any case of suite '{suite}': the harness is blind to this bug there.")
+    lines += ["", "Seen in: " + "; ".join(bug.seen_in)]
+    if plot:
+        from normdiff.reports.plots import plot_bug
+
+        sweep = rms_sweep(bug, report.cases) if "tiny_rms" in bug.exposing_regimes else None
+        plot_bug(f"{bug.id}: {bug.op}@{bug.convention}", sweep, per_regime(rows), plot)
+        lines.append(f"plot written to {plot}")
+    return "\n".join(lines)
+
+
+def rms_sweep(bug: Bug, cases) -> dict:
+    """The mutant's rel_l2 as the input RMS sweeps SWEEP_RMS, on the shape and weights of the
+    suite's first case of the bug's op, in each of SWEEP_DTYPES: {label: (rms values, rel_l2)}."""
+    template = cases[0]
+    sweep = {}
+    for dtype in SWEEP_DTYPES:
+        runs = tuple(dataclasses.replace(template, dtype=dtype, regime=f"tiny_rms:{s:.3g}", sample=0)
+                     for s in SWEEP_RMS)
+        rows = api.run_suite(Suite("sweep", "", runs), [registry.get(bug.id)]).results.set_index("case_id")
+        sweep[f"{bug.id} ({dtype})"] = (SWEEP_RMS, [rows.loc[c.id, "rel_l2"] for c in runs])
+    return sweep
+
+
+def per_regime(rows) -> dict:
+    """regime -> (the worst rel_l2 there, whether a case there catches the bug)."""
+    worst_rel = rows.groupby("regime")["rel_l2"].max().sort_values()
+    caught = rows.groupby("regime")["outcome"].apply(lambda s: s.isin(DISAGREEING).any())
+    return {r: (float(worst_rel[r]), bool(caught[r])) for r in worst_rel.index}
+
+
+def _plausible(typical) -> str:
+    if typical.empty:
+        return "No typical (N(0, 1)) cases in this suite for it."
+    passes = int(typical["assert_close"].astype(bool).sum())
+    return (f"On typical N(0, 1) inputs ({len(typical)} cases) it looks plausible: output rms "
+            f"{typical['rms_ratio'].min():.3g}-{typical['rms_ratio'].max():.3g} x the reference's, "
+            f"{int(typical['nan_count'].sum())} NaN, cosine to the reference >= {typical['cosine'].min():.6f}; "
+            f"torch.testing.assert_close's defaults pass it on {passes}/{len(typical)}; "
+            f"rel_l2 {typical['rel_l2'].min():.3g}-{typical['rel_l2'].max():.3g}.")
+
+
+def _side_by_side(report, case_id: str, impl: str) -> str:
+    from normdiff.reports import worst  # pandas: only once a bug is explained, not for the table
+
+    return worst.as_text(worst.side_by_side(report.outputs, case_id, impl), indent="    ")

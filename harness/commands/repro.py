@@ -1,0 +1,395 @@
+"""`normdiff repro CASE_ID --implementation NAME`: replay one results.csv row.
+
+The case is rebuilt from its id (`Case.from_id`), run through the same worker machinery as a full
+run (a one-case suite), and printed with its error figures, detectors and the worst row side by
+side. `--script FILE.py` writes a self-contained script that replays it without normdiff's runner:
+the case's input arrays and the float64 reference are embedded (zlib + base64 of the raw
+little-endian bytes, with dtype and shape), and
+
+  * numpy (own): the own NumPy implementation's source is inlined; needs numpy and ml_dtypes;
+  * torch (own) and the mutants: the own PyTorch modules' source is inlined, with the mutant's knob
+    change spelled out; needs numpy, ml_dtypes and torch;
+  * every other implementation (jax, HF transformers, framework built-ins): the script imports its
+    normdiff adapter, as the worker does, and calls it once (normdiff and the framework needed).
+
+The script measures errors as `engine.judge.judge` does (ULPs of the case dtype at the reference's
+magnitude; for qk_norm_rope at the magnitude of each rotated pair) and prints the same `max_ulp`.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import dataclasses
+import inspect
+import math
+import textwrap
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from normdiff.cases.model import Case, CaseInputs
+from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.contracts import Contract
+from normdiff.harness.data.dtypes import get_format
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.outcomes import NOT_RUN, PASSING
+from normdiff.harness.engine import oracle
+from normdiff.harness.engine.judge import ulp_rule
+from normdiff.implementations.entry import Implementation
+from normdiff.reports import messages, worst
+from normdiff.text import number
+
+SIDE_BY_SIDE = 8  # elements of the worst row shown
+DETECTORS = ("scale_ratio", "ratio_spread", "span_rms_err", "row_bias_ulp", "channel_bias_ulp",
+             "channel_bias_budget", "zero_excess", "nan_count", "inf_count")
+PLAUSIBILITY = ("cosine", "rms_ratio", "assert_close")
+MUTANT_ENTRY = "normdiff.implementations.mutants:"
+TORCH_FRAMEWORK = "normdiff.implementations.frameworks.torch"
+INLINED = {"normdiff.implementations.numpy_own:run": "numpy_own",
+           "normdiff.implementations.torch_own:run": "torch_own"}
+
+
+def resolve(case_id: str, name: str) -> tuple[Case, Implementation]:
+    """The case and the registered implementation; ValueError (exit 2) says what is wrong."""
+    from normdiff.implementations import registry
+
+    case = Case.from_id(case_id)
+    impl = registry.get(name)
+    if not impl.supports(case.op, case.convention):
+        pairs = ", ".join(sorted(f"{op}@{conv}" for op, conv in impl.pairs))
+        raise UsageError(f"implementation {name!r} does not implement {case.op}@{case.convention}; it "
+                         f"implements: {pairs}")
+    reason = impl.unavailable_reason()
+    if reason:
+        raise UsageError(f"implementation {name!r} is unavailable here: {reason}")
+    return case, impl
+
+
+@dataclass
+class Replay:
+    case: Case
+    impl: Implementation
+    row: dict  # the results.csv row
+    output: np.ndarray | None
+    inputs: CaseInputs
+    exact: np.ndarray  # the oracle's float64 output
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the case passes (identical / agree), 1 when it does not."""
+        return 0 if str(self.row["outcome"]) in PASSING + NOT_RUN else 1
+
+
+def replay(case: Case, impl: Implementation, timeout: float = 60.0) -> Replay:
+    """Run one case through one implementation with the runner's workers, output kept."""
+    from normdiff.cases.suites import Suite
+    from normdiff.harness import api
+
+    report = api.run_suite(Suite("repro", f"repro of {case.id}", (case,)), [impl], timeout=timeout,
+                           keep_outputs=True)
+    row = report.results.iloc[0].to_dict()
+    inputs = case.inputs()
+    exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    return Replay(case, impl, row, report.outputs.get((case.id, impl.name)), inputs, exact)
+
+
+def _number(value) -> str:
+    return number(value, 6, missing="-")
+
+
+def _py_float(value) -> str:
+    """A float as Python source (nan for a missing value)."""
+    if value is None or not math.isfinite(float(value)):
+        return "float('nan')" if value is None or math.isnan(float(value)) else f"float('{float(value)}')"
+    return repr(float(value))
+
+
+def describe(r: Replay) -> str:
+    row, case, impl = r.row, r.case, r.impl
+    budget = row.get("tolerance_ulp")
+    lines = [f"case            {case.id}",
+             f"contract        {case.contract.describe()}",
+             f"implementation  {impl.name} ({impl.kind}, {impl.framework}): {impl.description}",
+             f"outcome         {row['outcome']}" + (f" (budget {_number(budget)} ulp of {case.dtype})"
+                                                   if budget == budget and budget is not None else ""),
+             f"measured        {messages.headline(row)}",
+             "errors          " + "  ".join(f"{k} {_number(row.get(k))}" for k in
+                                           ("max_ulp", "p99_ulp", "max_abs", "rel_l2")),
+             "detectors       " + "  ".join(f"{k} {_number(row.get(k))}" for k in DETECTORS),
+             "plausibility    " + "  ".join(f"{k} {_number(row.get(k))}" for k in PLAUSIBILITY)]
+    if row.get("output_dtype"):
+        lines.append(f"output          {row['output_dtype']}, digest {row.get('output_digest', '')}")
+    if row.get("detail"):
+        lines.append(f"detail          {row['detail']}")
+    if row.get("known_finding"):
+        lines.append(f"known finding   {row['known_finding']}")
+    if r.output is not None and np.shape(r.output) == r.exact.shape:
+        lines += ["", worst.as_text(worst.side_by_side({(case.id, impl.name): r.output}, case.id, impl.name))]
+    lines += ["", f"max_ulp {_number(row.get('max_ulp'))}"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The self-contained script
+
+
+def _encode(array: np.ndarray) -> str:
+    """zlib + base64 of the array's little-endian bytes, wrapped at 96 columns."""
+    a = np.ascontiguousarray(array)
+    raw = a.view(f"<u{a.dtype.itemsize}").astype(f"<u{a.dtype.itemsize}").tobytes()
+    text = base64.b64encode(zlib.compress(raw, 9)).decode()
+    return "\n".join(textwrap.wrap(text, 96))
+
+
+def _array_literal(array: np.ndarray) -> str:
+    return (f'_array("{array.dtype.name}", {tuple(array.shape)!r}, """\n{_encode(array)}\n""")')
+
+
+def _module_source(module_name: str) -> str:
+    """An implementation module's source, made standalone: without its docstring, its
+    `from __future__` line and its `if TYPE_CHECKING:` imports (types only: the script defines
+    stand-ins), and with each run-time `from normdiff.X import f [as g]` replaced by f's own source
+    (the module must say why it stays otherwise free of normdiff, as numpy_own and torch_own do)."""
+    import importlib
+
+    module = importlib.import_module(f"normdiff.implementations.{module_name}")
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    pieces, cursor = [], 0
+    for node in tree.body:
+        text = "\n".join(lines[node.lineno - 1:node.end_lineno])
+        if node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            continue
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("normdiff"):
+            pieces.append(_inlined(node))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.name.startswith("normdiff") for a in node.names):
+            raise RuntimeError(f"{module_name} imports normdiff as a package; it cannot be inlined")
+        pieces.append(text)
+    code = "\n\n".join(p for p in pieces if p.strip())
+    leftover = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and n.id == "normdiff"]
+    if leftover:  # a future edit made the module depend on normdiff at run time
+        raise RuntimeError(f"{module_name} uses normdiff at run time; it cannot be inlined")
+    return code
+
+
+def _inlined(node: ast.ImportFrom) -> str:
+    """The source of each name `from normdiff.X import a as b` brings in (functions and module
+    constants), then `b = a` for an alias."""
+    import importlib
+
+    module = importlib.import_module(node.module)
+    parts = [f"# ---- inlined: {', '.join(a.name for a in node.names)} of {node.module} ----"]
+    for alias in node.names:
+        value = getattr(module, alias.name)
+        if inspect.isfunction(value):
+            parts.append(inspect.getsource(value).rstrip())
+        elif isinstance(value, (int, float, str)):
+            parts.append(f"{alias.name} = {value!r}")
+        else:
+            raise RuntimeError(f"cannot inline {node.module}.{alias.name} (a {type(value).__name__})")
+        if alias.asname and alias.asname != alias.name:
+            parts.append(f"{alias.asname} = {alias.name}")
+    return "\n\n\n".join(parts)
+
+
+def _contract_class(contract: Contract) -> str:
+    fields = "\n".join(f"    {f.name}: {f.type} = {getattr(contract, f.name)!r}" for f in dataclasses.fields(contract))
+    return f'''@dataclasses.dataclass(frozen=True)
+class Contract:
+    """The case's contract (normdiff.harness.data.contracts.Contract, its knobs)."""
+{fields}
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseInputs:
+    """What an implementation receives: the arrays (case dtype; positions int64) and num_heads."""
+    arrays: dict
+    num_heads: int
+'''
+
+
+def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
+    """(code defining `implementation()` -> ndarray, what it needs)."""
+    entry = impl.entry
+    module = INLINED.get(entry) if not impl.params else None
+    changes = None
+    if entry.startswith(MUTANT_ENTRY) and not impl.params:
+        bug = BUGS.get(entry[len(MUTANT_ENTRY):])
+        if bug is not None:
+            module, changes = "torch_own", dict(bug.changes)
+    if module is not None:
+        source = _module_source(module)
+        call = "CONTRACT" if changes is None else "CONTRACT.replace(**MUTANT_CHANGES)"
+        mutant = ("" if changes is None else
+                  f"# the mutant {impl.name!r}: the right contract with this knob turned the wrong way\n"
+                  f"MUTANT_CHANGES = {changes!r}\n\n")
+        # torch outputs cross to NumPy as the worker converts them (the framework record's function)
+        convert = ("" if module == "numpy_own" else
+                   _inlined(ast.parse(f"from {TORCH_FRAMEWORK} import to_numpy").body[0]) + "\n\n\n")
+        code = (f"{_contract_class(case.contract)}\n\nCONTRACT = Contract()\n\n{mutant}"
+                f"# ---- normdiff/implementations/{module}.py, inlined ----\n\n{source}\n\n"
+                f"# ---- end of {module}.py ----\n\n\n{convert}"
+                f"def implementation() -> np.ndarray:\n"
+                f"    out = run(OP, {call}, CaseInputs(INPUTS, NUM_HEADS))\n"
+                f"    return {'np.asarray(out)' if module == 'numpy_own' else 'to_numpy(out)'}\n")
+        needs = "numpy, ml_dtypes" + (", torch" if module == "torch_own" else "")
+        return code, needs
+    params = dict(impl.params)
+    code = f'''# {impl.name} runs through its normdiff adapter, as normdiff's worker calls it (not its runner)
+from normdiff.cases.model import CaseInputs
+from normdiff.harness.data.conventions import get_contract
+from normdiff.implementations.frameworks import to_numpy
+from normdiff.implementations.loading import load_entry
+
+ENTRY = {entry!r}
+PARAMS = {params!r}
+
+
+def implementation() -> np.ndarray:
+    adapter = load_entry(ENTRY)
+    if PARAMS:
+        adapter = adapter(**PARAMS)
+    return to_numpy(adapter(OP, get_contract(OP, CONVENTION), CaseInputs(INPUTS, NUM_HEADS)))
+'''
+    return code, f"normdiff and {impl.framework}" + (f" ({', '.join(impl.requires)})" if impl.requires else "")
+
+
+def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> str:
+    """The text of a self-contained Python script that replays `case` on `impl`."""
+    inputs = replayed.inputs if replayed else case.inputs()
+    exact = replayed.exact if replayed else oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    fmt = get_format(case.dtype)
+    code, needs = _implementation_code(case, impl)
+    seen = ""
+    if replayed is not None:
+        row = replayed.row
+        seen = (f"\nnormdiff measured: {row['outcome']}, max_ulp {_number(row.get('max_ulp'))} "
+                f"(budget {_number(row.get('tolerance_ulp'))} ulp)")
+    arrays = "\n".join(f"    {name!r}: {_array_literal(a)}," for name, a in inputs.arrays.items())
+    rule = ulp_rule(case.op)
+    torch_import = "import torch\n" if "torch" in needs.split(", ") else ""
+    return f'''#!/usr/bin/env python3
+"""Standalone repro, generated by `normdiff repro {case.id} --implementation {impl.name} --script`.
+
+case            {case.id}
+contract        {case.contract.describe()}
+implementation  {impl.name} ({impl.kind}, {impl.framework}): {impl.description}{seen}
+
+Needs {needs}. Run: python THIS_FILE.py
+Inputs are the exact bits normdiff gave the implementation; REFERENCE is the contract evaluated
+exactly in float64 on them. Errors are in ULPs of {case.dtype} at the reference's magnitude
+({"at the magnitude of each rotated pair (ref_i, ref_(i+D/2)) of a head" if rule == "rotation_pair" else "|ref|"}).
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import sys
+import zlib
+
+import ml_dtypes
+import numpy as np
+{torch_import}
+DTYPES = {{"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+          "float64": np.float64, "int64": np.int64}}
+
+
+def _array(dtype: str, shape: tuple, data: str) -> np.ndarray:
+    """zlib + base64 of little-endian raw bytes -> an array of `dtype` and `shape`."""
+    raw = zlib.decompress(base64.b64decode("".join(data.split())))
+    size = np.dtype(DTYPES[dtype]).itemsize
+    return np.frombuffer(raw, dtype=f"<u{{size}}").astype(f"=u{{size}}").view(DTYPES[dtype]).reshape(shape)
+
+
+CASE_ID = {case.id!r}
+OP, CONVENTION, DTYPE = {case.op!r}, {case.convention!r}, {case.dtype!r}
+NUM_HEADS = {case.num_heads}
+MANTISSA_BITS, MIN_EXPONENT = {fmt.mantissa_bits}, {fmt.min_exponent}  # of {case.dtype}
+BUDGET_ULP = {_py_float(replayed.row.get("tolerance_ulp") if replayed else None)}
+ULP_AT = {rule!r}
+INPUTS = {{
+{arrays}
+}}
+REFERENCE = {_array_literal(np.asarray(exact, dtype=np.float64))}
+
+
+# ---- the implementation ----------------------------------------------------------------------
+
+{code}
+
+# ---- judging, as normdiff's judge measures max_ulp ---------------------------------------------
+
+
+def ulp(values: np.ndarray) -> np.ndarray:
+    """Spacing of {case.dtype} at |values| (subnormals included)."""
+    mag = np.abs(values)
+    _, exp = np.frexp(mag)
+    exp = np.where(mag == 0, MIN_EXPONENT, np.maximum(exp - 1, MIN_EXPONENT))
+    return np.ldexp(1.0, exp - MANTISSA_BITS)
+
+
+def magnitude(ref: np.ndarray) -> np.ndarray:
+    """|ref|, or for qk_norm_rope the magnitude of each element's rotation pair in its head."""
+    mag = np.abs(ref)
+    if ULP_AT != "rotation_pair":
+        return mag
+    heads = np.where(np.isfinite(mag), mag, 0.0).reshape(*mag.shape[:-1], NUM_HEADS, -1)
+    half = heads.shape[-1] // 2
+    pair = np.hypot(heads[..., :half], heads[..., half:])
+    return np.maximum(mag, np.concatenate([pair, pair], axis=-1).reshape(mag.shape))
+
+
+def main() -> int:
+    out = np.asarray(implementation())
+    if out.shape != REFERENCE.shape:
+        print(f"wrong-shaped output {{out.shape}}; expected {{REFERENCE.shape}}")
+        return 1
+    o = out.astype(np.float64)
+    rounded = REFERENCE.astype(DTYPES[DTYPE]).astype(np.float64)
+    ok = np.isfinite(o) & np.isfinite(REFERENCE)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(ok, np.abs(np.where(ok, o, 0.0) - np.where(ok, REFERENCE, 0.0)) / ulp(magnitude(REFERENCE)), 0.0)
+    mismatched = int((np.isfinite(o) != np.isfinite(rounded)).sum())
+    max_ulp = float(err[ok].max()) if ok.any() else float("nan")
+    print(f"case {{CASE_ID}}")
+    print(f"output dtype {{out.dtype}}; {{int(np.isnan(o).sum())}} NaN, {{int(np.isinf(o).sum())}} Inf; "
+          f"{{mismatched}} element(s) non-finite in one of output / reference only")
+    flat = np.where(ok, err, np.where(np.isfinite(o) == np.isfinite(rounded), 0.0, np.inf)).reshape(-1, o.shape[-1])
+    row, col = divmod(int(np.argmax(flat)), flat.shape[-1])
+    cols = list(range(min({SIDE_BY_SIDE}, flat.shape[-1])))
+    if col not in cols:
+        cols.append(col)
+    x = INPUTS["x"].astype(np.float64).reshape(flat.shape)[row]
+    print(f"worst element: row {{row}}, column {{col}}; row {{row}}, columns {{cols}}:")
+    for name, values in (("x", x), ("reference", REFERENCE.reshape(flat.shape)[row]),
+                         ("output", o.reshape(flat.shape)[row]), ("ulp error", flat[row])):
+        print(f"  {{name:<12}}" + " ".join(f"{{values[i]:>12.6g}}" for i in cols))
+    verdict = ("nan_mismatch" if mismatched else "within budget" if max_ulp <= BUDGET_ULP
+               else "beyond budget" if max_ulp == max_ulp else "no finite element")
+    print(f"budget {{BUDGET_ULP:g}} ulp: {{verdict}}")
+    print(f"max_ulp {{max_ulp:.6g}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def write_script(case: Case, impl: Implementation, path: str | Path, replayed: Replay | None = None) -> Path:
+    path = Path(path)
+    text = script(case, impl, replayed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,141 @@
+"""The catalogue of real normalization bugs, as points in the contracts' knob space.
+
+Each bug is a convention's contract with one knob turned the wrong way (`changes`), plus what a
+person needs to recognise it: the right and the wrong formula, the input regime that exposes it,
+and where it was seen (issue and PR numbers from ../shared/CATALOGUE.md). The mutants
+(implementations/mutants.py) run these contracts in PyTorch; diagnosis searches the same space.
+Pure data: imports no framework.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from normdiff.harness.data.contracts import Contract
+from normdiff.harness.data.conventions import get_contract
+from normdiff.harness.data.errors import UsageError, unknown
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    op: str
+    convention: str  # the convention whose contract it corrupts
+    changes: dict  # knob -> wrong value
+    right: str
+    wrong: str
+    symptom: str  # one line: what it looks like
+    exposes: str  # the input regime that shows it
+    exposing_regimes: tuple[str, ...]  # regime names (prefixes) of the cases meant to catch it
+    seen_in: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def contract(self) -> Contract:
+        """The wrong contract this bug computes."""
+        return get_contract(self.op, self.convention).replace(**self.changes)
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "op": self.op, "convention": self.convention, "changes": dict(self.changes),
+                "right": self.right, "wrong": self.wrong, "symptom": self.symptom, "exposes": self.exposes,
+                "exposing_regimes": list(self.exposing_regimes), "seen_in": list(self.seen_in)}
+
+
+_XH = "x * rsqrt(mean(x^2) + eps)"
+
+BUGS: dict[str, Bug] = {
+    b.id: b
+    for b in (
+        Bug("eps-outside-sqrt", "rms_norm", "qwen3", {"eps_placement": "outside"},
+            f"{_XH} * w", "x / (sqrt(mean(x^2)) + eps) * w",
+            "classic 1: invisible at rms(x) = 1, ~0.4 relative error at rms 1e-3, ~9 at 1e-4",
+            "rms(x) <~ 10 * sqrt(eps): tiny activations", ("tiny_rms",),
+            ("fla PR #508 (reverted)", "fla decode kernels Apr-Jul 2025", "original RMSNorm torch code",
+             "tilelang #1243")),
+        Bug("gamma-plus-one", "rms_norm", "qwen3", {"weight_offset": 1.0},
+            f"{_XH} * w", f"{_XH} * (1 + w)",
+            "classic 2: a plain-gamma model scaled by 1 + gamma; on all-ones weights a pure x2 (cosine 1.0)",
+            "any weights; all-ones weights make it a pure rescale", ("normal",),
+            ("Liger-Kernel #74", "mlx-vlm #1548 (logit diff 17.1)", "mold #1074",
+             "GGUF double fold in llama.cpp / vLLM / MLX ports")),
+        Bug("gamma-missing-one", "rms_norm", "qwen3.5", {"weight_offset": 0.0},
+            f"{_XH} * (1 + w)", f"{_XH} * w",
+            "classic 2 reversed: zero-centred weights used as the scale itself; output rms ~0.1 not ~1",
+            "trained zero-centred weights (mean 0.24, range [-0.11, 1.0])", ("normal",),
+            ("shainet #176 (rms 0.116 vs 1.090)", "kekzl/imp #1289 (perplexity 65 vs 7.5)")),
+        Bug("double-offset", "rms_norm", "qwen3.5", {"weight_offset": 2.0},
+            f"{_XH} * (1 + w)", f"{_XH} * (2 + w)",
+            "the +1 folded into stored weights and added again at run time",
+            "any weights", ("normal",), ("GGUF double fold in llama.cpp / vLLM / MLX ports",)),
+        Bug("qk-norm-full-vector", "qk_norm", "qwen3", {"scope": "full"},
+            "RMSNorm over each head's head_dim", "RMSNorm over the whole H*D q/k vector",
+            "classic 3: global RMS right, per-head RMS wrong; nearly invisible when heads share a scale",
+            "heads at different scales", ("head_scales",),
+            ("vLLM PR #16311 (Llama4, MMLU-Pro 0.686 -> 0.715)", "vllm-metal #691 / #767")),
+        Bug("qk-norm-per-head", "qk_norm", "olmo2", {"scope": "head"},
+            "RMSNorm over the full H*D vector (OLMo2 on purpose)", "RMSNorm over each head",
+            "classic 3 reversed: OLMo2's full-vector norm done per head", "heads at different scales",
+            ("head_scales",), ("vllm-metal #691 / #767 (OLMo)",)),
+        Bug("qk-norm-after-rope", "qk_norm_rope", "qwen3", {"rope_order": "rope_then_norm"},
+            "rope(rms_norm_per_head(q) * w)", "rms_norm_per_head(rope(q)) * w",
+            "RoPE applied before the weighted QK-Norm: a rotation keeps each head's RMS, so only the "
+            "per-channel weight sees the order; identical maths when gamma is uniform",
+            "non-uniform gamma (trained q_norm / k_norm weights); all-ones weights hide it",
+            ("normal", "head_scales"),
+            ("seed 004 ordering note (section 3.5: QK-Norm first, then RoPE)",
+             "Llama4 L2Norm is unweighted and after RoPE on purpose")),
+        Bug("eps-wrong-value", "rms_norm", "qwen3", {"eps": 1e-5},
+            f"{_XH} * w, eps = 1e-6", f"{_XH} * w, eps = 1e-5",
+            "the config's eps replaced by another model's default; shows below rms ~0.03",
+            "rms(x) <~ 0.03", ("tiny_rms",),
+            ("llama.cpp #2373 / #2374", "meta-llama #771", "aprender #1606")),
+        Bug("eps-ignored", "rms_norm", "qwen3", {"eps_placement": "none"},
+            f"{_XH} * w", "x * rsqrt(mean(x^2)) * w",
+            "NaN on an all-zero row (padding, masked tokens)", "an all-zero row", ("zero_rows",),
+            ("keras-hub #1472",)),
+        Bug("stats-low-precision", "rms_norm", "qwen3", {"stats_dtype": "input"},
+            "mean(x.float()^2)", "mean(x^2) in the input dtype",
+            "fp16 x^2 overflows above |x| = 256: the whole row comes out as zeros, finite",
+            "fp16 with |x| > 256; fp16 tiny inputs", ("large", "spike", "tiny_rms"),
+            ("pytorch #133085", "transformers #36822", "sglang #27540 (cosine 0.51 at layer 58)")),
+        Bug("offset-low-precision", "rms_norm", "qwen3.5", {"offset_dtype": "input"},
+            "xh * (1 + w.float())", "xh * bf16(1 + w)",
+            "a fixed per-channel scale error (same in every row), elementwise within ~1.5 bf16 ulp",
+            "trained or large weights in bf16 (look at the per-channel bias)", ("normal",),
+            ("vLLM #3653", "vLLM #55311")),
+        Bug("variance-not-mean-square", "rms_norm", "qwen3", {"statistic": "variance"},
+            f"{_XH} * w", "x * rsqrt(var(x) + eps) * w",
+            "LayerNorm's statistic without its centring: right at mean 0, wrong at mean 1",
+            "inputs with a non-zero mean", ("mean_shift",),
+            ("keras LayerNormalization(rms_scaling=True)", "keras #21234")),
+        Bug("rsqrt-inverted", "rms_norm", "qwen3", {"inverted": True},
+            f"{_XH} * w", "x / rsqrt(mean(x^2) + eps) * w",
+            "multiplies by the RMS instead of dividing: right only at rms(x) = 1",
+            "rms(x) != 1", ("tiny_rms", "large", "mean_shift"), ("LN3Diff dit/norm.py",)),
+        Bug("gate-before-norm", "gated_rms_norm", "qwen3.5", {"gate_order": "gate_then_norm"},
+            "rms_norm(x) * w * silu(z)", "rms_norm(x * silu(z)) * w",
+            "Mamba2's gate order in a Qwen3.5 port; worst with mostly closed gates",
+            "any; mostly closed gates z ~ N(-4, 1)", ("normal", "tiny_rms", "zero_rows"),
+            ("Mamba2 vs Qwen3-Next ports", "mamba #547")),
+        Bug("gate-sigmoid", "gated_rms_norm", "qwen3.5", {"gate_activation": "sigmoid"},
+            "rms_norm(x) * w * silu(z)", "rms_norm(x) * w * sigmoid(z)",
+            "the gate's activation swapped", "any gate", ("normal",), ("fla #1182", "Kimi / Bailing ports")),
+        Bug("gated-norm-offset", "gated_rms_norm", "qwen3.5", {"weight_offset": 1.0},
+            "rms_norm(x) * w * silu(z)", "rms_norm(x) * (1 + w) * silu(z)",
+            "the zero-centred +1 applied to the gated norm, whose weight is plain",
+            "any weights", ("normal",),
+            ("llama.cpp converter excludes linear_attn.norm.weight from +1",)),
+        Bug("l2-eps-clamp", "l2_norm", "qwen3.5", {"eps_placement": "clamp"},
+            "x * rsqrt(sum(x^2) + eps)", "x / max(sqrt(sum(x^2)), eps)",
+            "F.normalize semantics where the eps-inside form is meant: shows once norm(x) <~ 1e-2",
+            "norm(x) <~ 1e-2", ("tiny_rms",), ("mlx-lm #1624 (up to 87 %)", "axlearn #21")),
+        Bug("l2-eps-outside", "l2_norm", "qwen3.5", {"eps_placement": "outside"},
+            "x * rsqrt(sum(x^2) + eps)", "x / (sqrt(sum(x^2)) + eps)",
+            "eps added to the norm instead of its square", "norm(x) <~ 1e-2", ("tiny_rms",),
+            ("mlx-lm #1624", "axlearn #21")),
+    )
+}
+
+
+def get_bug(bug_id: str) -> Bug:
+    if bug_id not in BUGS:
+        raise UsageError(unknown("bug", bug_id, BUGS))
+    return BUGS[bug_id]

@@ -1,0 +1,123 @@
+"""The contract: one op with every knob that changes its numbers set.
+
+A contract fixes what is multiplied by the weight, where epsilon goes, which span is normalised, how
+the gate is applied and where results are rounded to the output dtype (the knobs, `knobs.py`). A
+convention (`conventions.py`, named after the model family that defines it) maps each op it defines
+to a contract. Conventions and bugs live in the same space: a mutant is a contract with one knob
+turned the wrong way, so diagnosis is a search over these fields. Pure data.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from normdiff.harness.data import knobs as K
+from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.ops import OPS, Op
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One op with every knob that changes its numbers.
+
+    Exact maths (what the float64 oracle evaluates):
+      stat  = mean(x^2) | sum(x^2) | mean((x - mean x)^2)      over `scope`
+      y     = x / sqrt(stat + eps)       (eps_placement "inside";
+              x / (sqrt(stat) + eps) "outside"; x / max(sqrt(stat), eps) "clamp"; none: no eps;
+                                          `inverted` multiplies by the denominator instead)
+      y    *= weight_offset + w          (when the op has a weight)
+      y    *= act(gate)                  (gated op; "gate_then_norm" multiplies x first instead)
+
+    Rounding (what correct low-precision implementations do, and what the ULP budgets absorb):
+      cast "one_rounding": (y * (offset + w.float())).to(dtype)   Gemma, Qwen3.5, OLMo2, torch
+      cast "llama":        (offset + w) * y.to(dtype)             Llama, Qwen2/3
+    `stats_dtype` / `offset_dtype` say where the statistics and `offset + w` are computed; a correct
+    implementation uses float32, mutants use the input dtype.
+
+    qk_norm_rope: the per-head norm above (x is q or k, rows are tokens), then rotary position
+    embedding in HF's `rotate_half` form on each head of D = head_dim:
+      y     = q * cos + rotate_half(q) * sin,   rotate_half(q) = cat(-q[..., D/2:], q[..., :D/2])
+      cos, sin = cos(cat(a, a)), sin(cat(a, a)),   a[t, i] = angle of token t, frequency i < D/2
+    `rope_order` "norm_then_rope" is Qwen3's order; "rope_then_norm" rotates x first and normalises
+    and weighs the rotated vector (the qk-norm-after-rope bug: a rotation keeps each head's RMS, so
+    the two orders are the same maths when the weight is uniform, and differ when it is not).
+    The angles are part of the contract, and they are float32, as HF's Qwen3RotaryEmbedding makes
+    them (`rope.py` has the function and says why exact float64 angles would be another contract).
+    Rounding (not in the oracle): HF's apply_rotary_pos_emb rounds cos and sin to the input dtype
+    and computes q * cos, rotate_half(q) * sin and their sum in the input dtype, on top of the
+    norm's roundings; `budgets.py` derives the budget and the judge says where its ULPs are counted
+    (at the magnitude of each rotated pair, not at |y|).
+    """
+
+    op: str
+    eps: float = 1e-6
+    weight_offset: float = 0.0
+    eps_placement: str = "inside"
+    statistic: str = "mean_square"
+    # ops over heads only: the span normalised ("head": each head_dim slice; "full": all H*D) and
+    # the span the weight covers ("head": shape (head_dim,), shared by heads; "full": shape (H*D,)).
+    # For the row ops there is a single "head", so both are trivially "head".
+    scope: str = "head"
+    weight_span: str = "head"
+    gate_activation: str = "silu"
+    gate_order: str = "norm_then_gate"
+    cast: str = "one_rounding"
+    stats_dtype: str = "float32"
+    offset_dtype: str = "float32"
+    # multiply by the denominator instead of dividing by it (the rsqrt-inverted bug)
+    inverted: bool = False
+    # ops that rotate only: where the rotation sits relative to the norm, and RoPE's base (HF's
+    # default 10000; the qwen3 convention sets Qwen3's 1e6). Ignored by every other op.
+    rope_order: str = "norm_then_rope"
+    rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise UsageError(unknown("op", self.op, OPS))
+        for name, knob in K.KNOBS.items():
+            if knob.values and getattr(self, name) not in knob.values:
+                raise UsageError(f"contract knob {name}={getattr(self, name)!r} is not one of {knob.values}")
+        theta = self.rope_theta
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 1.0 < theta < float("inf"):
+            raise UsageError(f"contract knob rope_theta={theta!r} must be a finite number > 1")
+
+    @property
+    def record(self) -> Op:
+        """The op's record (ops.py)."""
+        return OPS[self.op]
+
+    def replace(self, **changes) -> "Contract":
+        return dataclasses.replace(self, **changes)
+
+    def knobs(self) -> dict:
+        """The fields as a plain dict (for reports and JSON)."""
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """A one-line formula that a person can check against their code, composed from the knob
+        groups that apply to the op."""
+        applies = self.record.applies
+        stat = {"mean_square": "mean(x^2)", "sum_square": "sum(x^2)", "variance": "var(x)"}[self.statistic]
+        norm = {"inside": f"x * rsqrt({stat} + eps)", "outside": f"x / (sqrt({stat}) + eps)",
+                "clamp": f"x / max(sqrt({stat}), eps)", "none": f"x * rsqrt({stat})"}[self.eps_placement]
+        if self.inverted:
+            norm = f"x / ({norm.replace('x * ', '', 1).replace('x / ', '1 / ', 1)})"
+        gated = applies("gate_order")
+        if gated and self.gate_order == "gate_then_norm":
+            norm = norm.replace("x", f"(x*{self.gate_activation}(z))")
+        parts = [norm]
+        if applies("weight_offset"):
+            parts.append("(1 + w)" if self.weight_offset == 1 else "w" if self.weight_offset == 0
+                         else f"({self.weight_offset:g} + w)")
+        if gated and self.gate_order == "norm_then_gate":
+            parts.append(f"{self.gate_activation}(z)")
+        text = " * ".join(parts) + f", eps={self.eps:g}"
+        if applies("scope"):
+            text += ", over each head" if self.scope == "head" else ", over the full H*D vector"
+        if applies("cast"):
+            text += ", Llama cast" if self.cast == "llama" else ", one rounding"
+        if applies("rope_order"):
+            rope = f"RoPE (rotate_half, theta={self.rope_theta:g}, float32 angles)"
+            text = (f"{text}; then {rope}" if self.rope_order == "norm_then_rope"
+                    else f"{rope} first; then {text}")
+        return text

@@ -1,0 +1,63 @@
+"""Dtype names, NumPy dtypes (bfloat16 through ml_dtypes) and units in the last place.
+
+Errors are measured in ULPs of the implementation's *output dtype* at the reference value, so a
+budget means the same thing at every magnitude and in every precision.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from normdiff.harness.data.errors import UsageError
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    name: str
+    short: str
+    np_dtype: np.dtype
+    mantissa_bits: int  # stored fraction bits
+    min_exponent: int  # exponent of the smallest normal number
+
+    def ulp(self, values: np.ndarray) -> np.ndarray:
+        """Spacing of this format at |values| (float64 in, float64 out; subnormals included)."""
+        mag = np.abs(np.asarray(values, dtype=np.float64))
+        _, exp = np.frexp(mag)  # mag = m * 2**exp with m in [0.5, 1)
+        exp = np.where(mag == 0, self.min_exponent, np.maximum(exp - 1, self.min_exponent))
+        return np.ldexp(1.0, exp - self.mantissa_bits)
+
+    def round(self, values: np.ndarray) -> np.ndarray:
+        """Round float64 values to this format (round to nearest even), returned as float64."""
+        with np.errstate(over="ignore"):  # beyond the format's range is inf, as in a real cast
+            return np.asarray(values, dtype=np.float64).astype(self.np_dtype).astype(np.float64)
+
+
+FORMATS: dict[str, FloatFormat] = {
+    f.name: f
+    for f in (
+        FloatFormat("float32", "fp32", np.dtype(np.float32), 23, -126),
+        FloatFormat("bfloat16", "bf16", np.dtype(ml_dtypes.bfloat16), 7, -126),
+        FloatFormat("float16", "fp16", np.dtype(np.float16), 10, -14),
+        FloatFormat("float64", "fp64", np.dtype(np.float64), 52, -1022),
+    )
+}
+_ALIASES = {f.short: f.name for f in FORMATS.values()} | {"bf16": "bfloat16", "half": "float16",
+                                                           "float": "float32", "double": "float64"}
+
+
+def get_format(name: str) -> FloatFormat:
+    key = _ALIASES.get(str(name), str(name))
+    if key not in FORMATS:
+        raise UsageError(f"unknown dtype {name!r}; known: {', '.join(FORMATS)}")
+    return FORMATS[key]
+
+
+def format_of(array: np.ndarray) -> FloatFormat:
+    """The format of a NumPy array's dtype (raises for non-float dtypes)."""
+    for fmt in FORMATS.values():
+        if array.dtype == fmt.np_dtype:
+            return fmt
+    raise ValueError(f"output dtype {array.dtype} is not a floating dtype normdiff measures "
+                     f"({', '.join(FORMATS)})")

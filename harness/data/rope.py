@@ -1,0 +1,47 @@
+"""RoPE's float32 frequencies and angles, as HF's Qwen3RotaryEmbedding makes them: one function,
+shared by the oracle and the own NumPy and JAX implementations.
+
+The angles are part of the qk_norm_rope contract, and they are float32. Exact float64 angles would
+be a different contract: below position 8192 the float32 angle is off the exact one by up to 4.9e-4
+rad (inv_freq's own float32 rounding times the position, plus the product's rounding), which puts
+an implementation that uses float64 angles ~7000 float32 ulp from one that follows HF (measured;
+2.4 ulp in bf16/fp16, where it hides under rounding). So the contract is "angles computed in
+float32 as HF does":
+  e     = float32(float32(2i) / float32(D))
+  inv_i = float32(1 / float32(float32(rope_theta) ** e))     (the power correctly rounded)
+  a     = float32(float32(position) * inv_i)                  (positions: integers < 2^24)
+and cos / sin of those float32 angles are then exact (the oracle takes them in float64).
+HF's power is torch's float32 `pow`, which is not correctly rounded: on this machine (torch 2.13,
+AVX512) it is one float32 ulp off at one frequency of 64 for D = 128, theta = 1e6 (index 37,
+inv 3.398e-4), which moves an angle by at most ~2.4e-7 rad at position 8191 (measured: torch's and
+HF's worst float32 error is 5.1 ulp, 4.0 with the correctly rounded frequencies), inside the float32
+budget. The own PyTorch implementation keeps torch's pow on purpose, as HF does (torch_own.py).
+
+Imports only NumPy: `normdiff repro --script` inlines this file's source next to numpy_own's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MAX_EXACT_POSITION = 2**24  # float32 holds every integer below this exactly
+
+
+def inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
+    """float32 1 / theta ** (arange(0, D, 2) / D), float32 at every step, the power correctly
+    rounded to float32 (computed in float64)."""
+    if head_dim % 2:
+        raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
+    f32 = np.float32
+    exponent = np.arange(0, head_dim, 2, dtype=f32) / f32(head_dim)
+    return f32(1.0) / (np.float64(f32(theta)) ** exponent.astype(np.float64)).astype(f32)
+
+
+def angles(positions, head_dim: int, theta: float) -> np.ndarray:
+    """float32 angles (tokens, D/2): float32(position) * inv_freq rounded to float32
+    (`position_ids.float() * inv_freq`, one rounding)."""
+    positions = np.asarray(positions).reshape(-1)
+    if positions.dtype.kind not in "iu" and not np.array_equal(positions, np.round(positions)):
+        raise ValueError("RoPE positions must be integers")
+    if positions.size and np.abs(positions).max() >= MAX_EXACT_POSITION:
+        raise ValueError("RoPE positions must be below 2^24 (exact in float32)")
+    return positions.astype(np.float32)[:, None] * inverse_frequencies(head_dim, theta)[None, :]

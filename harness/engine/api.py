@@ -1,0 +1,51 @@
+"""The engine's entry point: run a suite over implementations and return the tables.
+
+Importing this module loads no pandas (tested): the tables are built with pandas, which is imported
+only once the workers are computing, so the import overlaps their work. The public Python API
+(`normdiff.harness.api`) wraps what this returns in a Report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from normdiff.cases.suites import Suite
+from normdiff.harness.data.budgets import budget_table
+from normdiff.harness.engine import provenance, runner
+from normdiff.implementations.entry import Implementation
+
+
+@dataclass
+class RunTables:
+    results: object  # pandas.DataFrame: one row per case x implementation (engine/tables.py)
+    pairs: object  # pandas.DataFrame: one row per case x pair of implementations
+    meta: dict
+    outputs: dict = field(default_factory=dict)  # (case_id, implementation) -> output, when kept
+    cases: tuple = ()
+
+
+def run(suite: Suite, implementations: list[Implementation], timeout: float = 60.0, progress=None,
+        keep_outputs: bool | str = False, meanwhile=None) -> RunTables:
+    """Run every case of `suite` through `implementations`. keep_outputs: True keeps every output
+    array, "worst" only those a report's side-by-sides show. `meanwhile()` runs while the workers
+    compute (after pandas is imported there): a caller's own slow imports."""
+    def overlap():
+        _import_tables()
+        if meanwhile:
+            meanwhile()
+
+    data = runner.run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap)
+    from normdiff.harness.engine import tables
+
+    results, stale = tables.annotate(tables.results_frame(data.outcomes))
+    failing = tables.failing_implementations(results)
+    meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
+            "cases": len(suite), "implementations": len(implementations), "seconds": data.seconds,
+            "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
+            "budgets": budget_table(), "versions": provenance.versions(),
+            "git_revision": provenance.git_revision()}
+    outputs = tables.keep_outputs(data.outcomes, results, keep_outputs)
+    return RunTables(results, tables.pairs_frame(data.outcomes), meta, outputs, suite.cases)
+
+
+def _import_tables() -> None:
+    import normdiff.harness.engine.tables  # noqa: F401  (pandas)

@@ -1,0 +1,248 @@
+"""Judge one implementation's output against the oracle: error figures, detectors, outcome.
+
+The outcomes are listed in harness/data/outcomes.py. Detectors are the catalogue's: they see what max-abs and cosine miss (a constant rescale, a per-head
+RMS error, a coherent per-row or per-channel bias, outputs flushed to zero).
+
+ULPs are counted at the reference value (`ulp_magnitude`), unless the op record says otherwise
+(`Op.ulp_at`). One rule does: "rotation_pair", for qk_norm_rope, which ends in a rotation of each channel pair (i, i + D/2) of a head: y_i = q_i cos - q_{i+D/2} sin, a sum
+of two products, so an element can be near zero while its operands are not, and an error of an ulp
+of the operands is then many ulps of the result (measured: a correct bf16 pipeline is 1e5 ulp from
+the oracle at |ref|). Its ULPs are counted at the magnitude of the element's pair,
+hypot(ref_i, ref_{i+D/2}) (>= |ref|): the rotation keeps it, so it is exactly the magnitude of the
+operands (q_i, q_{i+D/2}) that were rotated. (The head's RMS is a rougher stand-in: pairs well above
+it get a too small ulp, so the measured maximum grows with the tail of pair / RMS, i.e. with the
+number of pairs: 5.6 bf16 ulp and 14.7 float32 ulp for correct pipelines on 8x8x128 cases, against
+2.5 and 5.1 at the pair's magnitude.) Every other op is judged at |ref| ("value").
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from normdiff.harness.data.budgets import channel_bias_budget
+from normdiff.harness.data.dtypes import FloatFormat, format_of
+from normdiff.harness.data.ops import OPS
+
+
+@dataclass
+class Measurement:
+    outcome: str
+    max_ulp: float = float("nan")
+    p99_ulp: float = float("nan")
+    max_abs: float = float("nan")
+    rel_l2: float = float("nan")
+    tolerance_ulp: float = float("nan")
+    nan_count: int = 0
+    inf_count: int = 0
+    zero_excess: float = float("nan")  # fraction of exact zeros in the output where ref != 0
+    scale_ratio: float = float("nan")  # median of out / ref
+    ratio_spread: float = float("nan")  # (p99 - p1) / median of out / ref: ~0 for a pure rescale
+    span_rms_err: float = float("nan")  # max |rms(out) / rms(ref) - 1| over heads (or rows)
+    row_bias_ulp: float = float("nan")  # max |mean magnitude error| of a row, in ulps
+    channel_bias_ulp: float = float("nan")  # max |mean magnitude error| of a channel across rows
+    channel_bias_budget: float = float("nan")  # judged only with enough rows (budgets.py)
+    # plausibility: what a quick look would say (the mutants look right by these)
+    cosine: float = float("nan")  # cosine similarity to the reference
+    rms_ratio: float = float("nan")  # rms(out) / rms(ref)
+    assert_close: bool | None = None  # would torch.testing.assert_close's default tolerances pass?
+    output_dtype: str = ""
+    output_digest: str = ""
+    detail: str = ""
+
+    def as_row(self) -> dict:
+        return dict(vars(self))  # every field is a scalar: no need for asdict's deep copy
+
+
+def failure(outcome: str, detail: str) -> Measurement:
+    return Measurement(outcome=outcome, detail=detail)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray, fmt: FloatFormat) -> tuple[float, bool]:
+    """How far apart two outputs are: the max over their finite elements of |a - b| in ULPs of `fmt`
+    at the larger magnitude, and whether their NaN/Inf patterns are the same."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    fx, fy = np.isfinite(x), np.isfinite(y)
+    same = bool(np.array_equal(fx, fy) and np.array_equal(x[~fx], y[~fy], equal_nan=True))
+    ok = fx & fy
+    if not ok.any():
+        return 0.0, same
+    return float((np.abs(x[ok] - y[ok]) / fmt.ulp(np.maximum(np.abs(x[ok]), np.abs(y[ok])))).max()), same
+
+
+def digest(array: np.ndarray) -> str:
+    """A short hash of the output's bits: equal digests mean bit-identical outputs."""
+    return hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=8).hexdigest()
+
+
+def ulp_rule(op: str) -> str:
+    """Where `op`'s errors are counted in ULPs (its record's ulp_at; "value" for no op)."""
+    return OPS[op].ulp_at if op in OPS else "value"
+
+
+def ulp_magnitude(ref: np.ndarray, op: str = "", num_heads: int = 1) -> np.ndarray:
+    """The magnitude at which each element's error is counted in ULPs: |ref|; under the
+    "rotation_pair" rule the magnitude of the element's rotation pair (ref_i, ref_{i+D/2}) of its
+    head, which is >= |ref| (a non-finite partner counts as 0)."""
+    mag = np.abs(np.asarray(ref, dtype=np.float64))
+    if ulp_rule(op) != "rotation_pair" or mag.ndim == 0 or mag.shape[-1] % num_heads:
+        return mag
+    heads = np.where(np.isfinite(mag), mag, 0.0).reshape(*mag.shape[:-1], num_heads, -1)
+    half = heads.shape[-1] // 2
+    if heads.shape[-1] % 2:
+        return mag
+    pair = np.hypot(heads[..., :half], heads[..., half:])
+    return np.maximum(mag, np.concatenate([pair, pair], axis=-1).reshape(mag.shape))
+
+
+class Reference:
+    """The oracle's output and what judging it needs, computed once per case and shared by every
+    implementation judged on that case. `op` picks where ULPs are counted (`ulp_magnitude`)."""
+
+    def __init__(self, exact: np.ndarray, fmt: FloatFormat, num_heads: int = 1, op: str = ""):
+        self.exact, self.fmt, self.num_heads, self.op = exact, fmt, num_heads, op
+        self.rounded = fmt.round(exact)
+        self.rounded_finite = np.isfinite(self.rounded)
+        self.finite = np.isfinite(exact)
+        self.ulp = fmt.ulp(ulp_magnitude(exact, op, num_heads))
+        self.sign = np.sign(exact)
+        self.rows = int(np.prod(exact.shape[:-1]))
+
+
+def judge(out, ref, fmt: FloatFormat, budget: float, num_heads: int = 1, op: str = "") -> Measurement:
+    """Compare `out` (any array the implementation returned) with the float64 reference (an array,
+    or a prepared `Reference`). `op` matters only for its ULP rule (`ulp_rule`)."""
+    if not isinstance(ref, Reference):
+        ref = Reference(np.asarray(ref, dtype=np.float64), fmt, num_heads, op)
+    elif op and ulp_rule(op) != ulp_rule(ref.op):  # prepared without the op's rule
+        ref = Reference(ref.exact, ref.fmt, ref.num_heads, op)
+    out = np.asarray(out)
+    if out.shape != ref.exact.shape:
+        return failure("error", f"wrong-shaped output {out.shape}; expected {ref.exact.shape} (the shape of x)")
+    try:
+        out_fmt = format_of(out)
+    except ValueError as exc:
+        return failure("error", str(exc))
+    m = Measurement(outcome="", tolerance_ulp=budget, output_dtype=out_fmt.name, output_digest=digest(out))
+    if out_fmt.name != ref.fmt.name:
+        m.detail = f"returns {out_fmt.name} for {ref.fmt.name} input"
+    o = out.astype(np.float64)
+    finite = np.isfinite(o)
+    m.nan_count, m.inf_count = int(np.isnan(o).sum()), int((~finite).sum()) - int(np.isnan(o).sum())
+    if not finite.all() or not ref.rounded_finite.all():
+        _nonfinite(m, o, finite, ref)
+    _errors(m, o, ref, finite)
+    if not m.outcome:
+        if np.array_equal(o[finite], ref.rounded[finite]):
+            m.outcome = "identical"
+        else:
+            m.outcome = "agree" if m.max_ulp <= budget else "disagree"
+    _judge_channel_bias(m, ref.rows)
+    return m
+
+
+def _nonfinite(m: Measurement, o, finite, ref: Reference) -> None:
+    expected = ref.rounded
+    if not np.array_equal(finite, ref.rounded_finite) or not np.array_equal(o[~finite], expected[~finite], equal_nan=True):
+        m.outcome = "nan_mismatch"
+        bad = int((finite != ref.rounded_finite).sum())
+        m.detail = f"{bad} element(s) non-finite in one of output/reference only ({m.nan_count} NaN, {m.inf_count} Inf in output)"
+
+
+def _judge_channel_bias(m: Measurement, rows: int) -> None:
+    limit = channel_bias_budget(rows)
+    if limit is None:
+        return
+    m.channel_bias_budget = limit
+    if m.outcome == "agree" and m.channel_bias_ulp > limit:
+        m.outcome = "disagree"
+        m.detail = (f"coherent per-channel scale error: a channel's mean error is {m.channel_bias_ulp:.2f} ulp "
+                    f"over {rows} rows (budget {limit:.2f}), while every element is within {m.max_ulp:.2f} ulp")
+
+
+def _quantiles(values: np.ndarray, qs) -> list[float]:
+    """Nearest-rank quantiles with one partition (np.percentile costs several sorts' worth here)."""
+    values = values.ravel()
+    ks = [min(values.size - 1, int(round(q * (values.size - 1)))) for q in qs]
+    part = np.partition(values, ks)
+    return [float(part[k]) for k in ks]
+
+
+def _errors(m: Measurement, o: np.ndarray, ref: Reference, finite) -> None:
+    ok = finite & ref.finite
+    everywhere = bool(ok.all())
+    if not everywhere and not ok.any():
+        return
+    exact = ref.exact if everywhere else np.where(ok, ref.exact, 0.0)
+    o_ok = o if everywhere else np.where(ok, o, 0.0)
+    diff = o_ok - exact
+    ulps = diff / ref.ulp
+    abs_ulps = np.abs(ulps if everywhere else ulps[ok])
+    m.max_ulp = float(abs_ulps.max())
+    m.p99_ulp = _quantiles(abs_ulps, [0.99])[0]
+    m.max_abs = float(np.abs(diff).max())
+    # sums of squares rather than np.linalg.norm: BLAS dot is slow under this machine's
+    # OPENBLAS_CORETYPE setting, and these are small arrays
+    diff_norm = float(np.sqrt(np.sum(diff * diff)))
+    ref_norm = float(np.sqrt(np.sum(exact * exact)))
+    m.rel_l2 = diff_norm / ref_norm if ref_norm else diff_norm
+    m.zero_excess = float(np.count_nonzero((o_ok == 0) & (exact != 0)) / o.size)
+    _plausibility(m, o_ok, exact, ref_norm, o, ref)
+    _ratio(m, o_ok, exact, ok)
+    # signed by the reference: a coherent scale error (low-precision statistics, bf16(1 + w))
+    # shows as a mean away from 0, while correct rounding averages out
+    _biases(m, ulps * ref.sign, ok, everywhere)
+    _span_rms(m, o_ok, exact, ref.num_heads)
+
+
+# torch.testing.assert_close's default (rtol, atol) per dtype, from its documentation; the test
+# tests/harness/engine/test_judge.py checks this copy against torch itself
+ASSERT_CLOSE_DEFAULTS = {"float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5),
+                         "float64": (1e-7, 1e-7)}
+
+
+def _plausibility(m: Measurement, o_ok, exact, ref_norm: float, o, ref: Reference) -> None:
+    out_norm = float(np.sqrt(np.sum(o_ok * o_ok)))
+    m.cosine = float(np.sum(o_ok * exact) / (out_norm * ref_norm)) if out_norm * ref_norm else float("nan")
+    m.rms_ratio = out_norm / ref_norm if ref_norm else float("nan")
+    # assert_close(actual=out, expected=a correct output: the reference rounded to the dtype),
+    # judged on values alone (its check_dtype is left out: output_dtype records that)
+    rtol, atol = ASSERT_CLOSE_DEFAULTS[ref.fmt.name]
+    expected = ref.rounded
+    with np.errstate(invalid="ignore"):
+        close = np.abs(o - expected) <= atol + rtol * np.abs(expected)
+    close |= o == expected  # equal infinities pass; NaN never does (equal_nan=False)
+    m.assert_close = bool(close.all())
+
+
+def _ratio(m: Measurement, o_ok, exact, ok) -> None:
+    big = ok & (np.abs(exact) > 1e-30)
+    if np.count_nonzero(big) >= 2:
+        ratio = o_ok[big] / exact[big]
+        lo, med, hi = _quantiles(ratio, [0.01, 0.5, 0.99])
+        m.scale_ratio = med
+        m.ratio_spread = float((hi - lo) / abs(med)) if med else float("inf")
+
+
+def _biases(m: Measurement, signed_ulps, ok, everywhere: bool) -> None:
+    flat = signed_ulps.reshape(-1, signed_ulps.shape[-1])
+    if everywhere:
+        rows, cols = flat.mean(-1), flat.mean(0)
+    else:
+        mask = ok.reshape(flat.shape)
+        flat = np.where(mask, flat, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rows, cols = flat.sum(-1) / mask.sum(-1), flat.sum(0) / mask.sum(0)
+    m.row_bias_ulp = float(np.nanmax(np.abs(rows))) if np.isfinite(rows).any() else float("nan")
+    m.channel_bias_ulp = float(np.nanmax(np.abs(cols))) if np.isfinite(cols).any() else float("nan")
+
+
+def _span_rms(m: Measurement, o, ref, num_heads) -> None:
+    spans = o.shape[-1] // num_heads if o.shape[-1] % num_heads == 0 else o.shape[-1]
+    shape = (-1, spans)
+    rms_o = np.sqrt(np.mean(o.reshape(shape) ** 2, -1))
+    rms_r = np.sqrt(np.mean(ref.reshape(shape) ** 2, -1))
+    live = rms_r > 0
+    if live.any():
+        m.span_rms_err = float(np.max(np.abs(rms_o[live] / rms_r[live] - 1.0)))

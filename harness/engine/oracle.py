@@ -1,0 +1,105 @@
+"""The oracle: a contract evaluated exactly (in float64) on the bits the implementations received.
+
+Rounding knobs (`cast`, `stats_dtype`, `offset_dtype`) describe how a *low-precision*
+implementation rounds; the oracle ignores them on purpose and computes the exact maths, so that
+every implementation's error is its distance from the true value of its contract. The ULP budgets
+in `budgets.py` are what absorb legitimate rounding orders.
+
+Follows seed 004: r = sqrt(mean(x^2) + eps), y_i = x_i / r * g_i; and its Jacobian
+dy_i/dx_j = g_i (delta_ij / r - x_i x_j / (n r^3)), which `rms_norm_jacobian` evaluates.
+
+qk_norm_rope (seed 004, section 3.5: per-head QK-Norm, then RoPE): one exception to "exact". The RoPE
+angles are float32 by contract, as HF computes them (harness/data/rope.py explains why and computes
+them); cos, sin and everything after them are float64.
+
+The oracle reads the contract's knobs and which operands it is given (a weight, a gate, positions),
+so an op the knobs can express needs nothing new here.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from normdiff.harness.data import rope
+from normdiff.harness.data.contracts import Contract
+
+_ACTIVATIONS = {
+    "silu": lambda z: z / (1.0 + np.exp(-z)),
+    "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z)),
+}
+
+
+def _statistic(xs: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "mean_square":
+        return np.mean(xs * xs, axis=-1, keepdims=True)
+    if kind == "sum_square":
+        return np.sum(xs * xs, axis=-1, keepdims=True)
+    centred = xs - xs.mean(axis=-1, keepdims=True)  # "variance": LayerNorm's statistic
+    return np.mean(centred * centred, axis=-1, keepdims=True)
+
+
+def _denominator(stat: np.ndarray, contract: Contract) -> np.ndarray:
+    eps = contract.eps
+    if contract.eps_placement == "inside":
+        return np.sqrt(stat + eps)
+    if contract.eps_placement == "outside":
+        return np.sqrt(stat) + eps
+    if contract.eps_placement == "clamp":
+        return np.maximum(np.sqrt(stat), eps)
+    return np.sqrt(stat)  # "none": 0/0 is NaN, as the buggy code gives
+
+
+def _normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
+    denominator = _denominator(_statistic(xs, contract.statistic), contract)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xs * denominator if contract.inverted else xs / denominator
+
+
+def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
+    """RoPE in rotate_half form on (..., H * D) float64 x, one position per token (row): x * cos + rotate_half(x) * sin with
+    cos / sin of the float32 angles taken in float64, the same rotation for every head."""
+    tokens, dim = int(np.prod(x.shape[:-1])), x.shape[-1] // num_heads
+    angles = rope.angles(positions, dim, theta).astype(np.float64)
+    if angles.shape[0] != tokens:
+        raise ValueError(f"{angles.shape[0]} positions for {tokens} tokens")
+    emb = np.concatenate([angles, angles], axis=-1)[:, None, :]  # (tokens, 1 head, D)
+    heads = x.reshape(-1, num_heads, dim)
+    half = dim // 2
+    rotated_half = np.concatenate([-heads[..., half:], heads[..., :half]], axis=-1)
+    return (heads * np.cos(emb) + rotated_half * np.sin(emb)).reshape(x.shape)
+
+
+def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> np.ndarray:
+    """The contract's exact output, float64, shaped like x."""
+    x = np.asarray(arrays["x"], dtype=np.float64)
+    rotates = "positions" in arrays
+    if rotates and x.shape[-1] % num_heads:
+        raise ValueError(f"width {x.shape[-1]} is not divisible by num_heads={num_heads}")
+    if rotates and contract.rope_order == "rope_then_norm":
+        x = rotate(x, arrays["positions"], num_heads, contract.rope_theta)
+    act = _ACTIVATIONS[contract.gate_activation]
+    gate = np.asarray(arrays["gate"], dtype=np.float64) if "gate" in arrays else None
+    if gate is not None and contract.gate_order == "gate_then_norm":
+        x = x * act(gate)
+    lead, width = x.shape[:-1], x.shape[-1]
+    heads = num_heads if contract.scope == "head" else 1
+    if width % heads:
+        raise ValueError(f"width {width} is not divisible by num_heads={num_heads}")
+    y = _normalise(x.reshape(*lead, heads, width // heads), contract).reshape(x.shape)
+    if "weight" in arrays:
+        w = np.asarray(arrays["weight"], dtype=np.float64)
+        if w.shape[-1] != width:  # a per-head weight is shared by every head
+            w = np.tile(w, width // w.shape[-1])
+        y = y * (contract.weight_offset + w)
+    if gate is not None and contract.gate_order == "norm_then_gate":
+        y = y * act(gate)
+    if rotates and contract.rope_order == "norm_then_rope":
+        y = rotate(y, arrays["positions"], num_heads, contract.rope_theta)
+    return y
+
+
+def rms_norm_jacobian(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    """dy/dx of y = x / sqrt(mean(x^2) + eps) * gamma for one vector x (seed 004, section 3.4)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size
+    r = np.sqrt(np.mean(x * x) + eps)
+    return np.asarray(gamma, dtype=np.float64)[:, None] * (np.eye(n) / r - np.outer(x, x) / (n * r**3))

@@ -1,0 +1,220 @@
+"""Run a suite over the registered implementations and collect the long results table.
+
+Plan: draw every case's inputs once (these exact bits go to every implementation and the oracle),
+evaluate the oracle, then hand each framework's work to its own worker process. Workers run
+concurrently (one thread each here, waiting on pipes), so torch and JAX import and compute side by
+side. Implementations that may batch rows get the rows of same-shaped cases concatenated into one
+call: far fewer calls and, for JAX, far fewer compilations.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from normdiff.cases.model import Case, CaseInputs
+from normdiff.cases.suites import Suite
+from normdiff.harness.data.budgets import budget_for
+from normdiff.harness.data.dtypes import get_format
+from normdiff.harness.data.ops import ROW
+from normdiff.harness.engine import judge
+from normdiff.harness.engine import oracle
+from normdiff.harness.engine.pool import Worker
+from normdiff.implementations.entry import Implementation
+
+MAX_BATCH_ROWS = 512
+
+
+@dataclass
+class Prepared:
+    case: Case
+    inputs: CaseInputs
+    ref: judge.Reference  # the oracle's output, prepared once for every implementation's judge
+
+
+@dataclass
+class Task:
+    impl: Implementation
+    cases: list[Prepared]  # more than one only for batch_rows implementations
+
+
+@dataclass
+class Outcome:
+    """One case x implementation, before it becomes a table row."""
+
+    case: Case
+    impl: Implementation
+    measurement: judge.Measurement
+    output: np.ndarray | None = None
+    seconds: float = float("nan")
+
+
+@dataclass
+class RunData:
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def prepare(case: Case) -> Prepared:
+    inputs = case.inputs()
+    exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    return Prepared(case, inputs, judge.Reference(exact, get_format(case.dtype), case.num_heads, case.op))
+
+
+def plan(prepared: list[Prepared], impl: Implementation) -> list[Task]:
+    supported = [p for p in prepared if impl.supports(p.case.op, p.case.convention)]
+    if not impl.batch_rows:
+        return [Task(impl, [p]) for p in supported]
+    groups: dict[tuple, list[Prepared]] = defaultdict(list)
+    for p in supported:
+        groups[batch_key(p)].append(p)
+    tasks = []
+    for members in groups.values():
+        chunk, rows = [], 0
+        for p in members:
+            if chunk and rows + p.case.rows > MAX_BATCH_ROWS:
+                tasks.append(Task(impl, chunk))
+                chunk, rows = [], 0
+            chunk.append(p)
+            rows += p.case.rows
+        tasks.append(Task(impl, chunk))
+    return tasks
+
+
+def batch_key(p: Prepared) -> tuple:
+    """Cases with equal keys can share one call: the same op, convention, contract and dtype, the
+    same shape per row, and bit-identical per-case operands (the op record's per="case" operands,
+    such as the weight); only their rows differ."""
+    c = p.case
+    per_case = tuple((o.name, p.inputs.arrays[o.name].dtype.str, p.inputs.arrays[o.name].shape,
+                      p.inputs.arrays[o.name].tobytes())
+                     for o in c.record.operands if o.per != ROW)
+    return (c.op, c.convention, c.contract, c.dtype, c.num_heads, c.width, per_case)
+
+
+def _batched_inputs(task: Task) -> CaseInputs:
+    first = task.cases[0].inputs
+    if len(task.cases) == 1:
+        return first
+    rows = {o.name for o in task.cases[0].case.record.operands if o.per == ROW}
+    arrays = {k: (np.concatenate([p.inputs.arrays[k] for p in task.cases]) if k in rows else v)
+              for k, v in first.arrays.items()}
+    return CaseInputs(arrays, first.num_heads)
+
+
+def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
+    status = reply[0]
+    if status != "ok":
+        note = reply[1] + (f" (in a batch of {len(task.cases)} cases)" if len(task.cases) > 1 else "")
+        return [Outcome(p.case, task.impl, judge.failure(status, note)) for p in task.cases]
+    out, seconds = reply[1], reply[2]
+    outcomes, start = [], 0
+    expected_rows = sum(p.case.rows for p in task.cases)
+    for p in task.cases:
+        if len(task.cases) > 1 and (out.ndim != 2 or out.shape[0] != expected_rows):
+            piece = out  # judge() will report the wrong shape
+        else:
+            piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
+        start += p.case.rows
+        m = judge.judge(piece, p.ref, get_format(p.case.dtype), budget_for(p.case.dtype, p.case.op), p.case.num_heads, p.case.op)
+        keep = piece if m.outcome not in ("error",) else None
+        outcomes.append(Outcome(p.case, task.impl, m, keep, seconds / len(task.cases)))
+    return outcomes
+
+
+def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue) -> None:
+    """One worker's whole job: import its implementations (while the parent is still drawing
+    cases), then run its tasks in order, putting judged outcomes on `sink`, and None when done."""
+    try:
+        failed = {}
+        for impl in impls:
+            reply = worker.call(("load", impl))
+            if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
+                failed[impl.name] = reply
+        for task in tasks_when_ready():
+            sink.put(_run_task(worker, task, failed))
+    finally:
+        sink.put(None)  # always: the collector waits for one None per worker
+
+
+def _run_task(worker: Worker, task: Task, failed: dict) -> list[Outcome]:
+    if task.impl.name in failed:
+        return _judge_task(task, failed[task.impl.name])
+    c = task.cases[0].case
+    reply = worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))
+    try:
+        return _judge_task(task, reply)
+    except Exception as exc:  # a bug of ours in judging must cost these outcomes, not the run
+        note = f"normdiff could not judge this output: {type(exc).__name__}: {exc}"
+        return [Outcome(p.case, task.impl, judge.failure("error", note)) for p in task.cases]
+
+
+def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None,
+        meanwhile=None) -> RunData:
+    """Run every case of `suite` through `impls`; one Outcome per case x implementation.
+    `meanwhile()` is called on this thread once the workers have their tasks: work that overlaps
+    theirs (the CLI imports pandas for the report there)."""
+    start = time.perf_counter()
+    data = RunData()
+    runnable: dict[str, list[Implementation]] = defaultdict(list)
+    for impl in impls:
+        reason = impl.unavailable_reason()
+        if reason:
+            data.outcomes += [Outcome(c, impl, judge.failure("unavailable", reason)) for c in suite.cases
+                              if impl.supports(c.op, c.convention)]
+        else:
+            runnable[impl.worker].append(impl)
+    _unsupported(data, suite, impls)
+
+    ready = threading.Event()
+    tasks: dict[str, list[Task]] = {}
+
+    def tasks_for(framework):
+        return lambda: (ready.wait(), tasks[framework])[1]
+
+    sink: queue.Queue = queue.Queue()
+    workers = {fw: Worker(fw, timeout=timeout) for fw in runnable}
+    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink), daemon=True)
+               for fw, w in workers.items()]
+    for t in threads:
+        t.start()
+    prepared = [prepare(c) for c in suite.cases]
+    for fw, fw_impls in runnable.items():
+        tasks[fw] = [t for impl in fw_impls for t in plan(prepared, impl)]
+    total = sum(len(t.cases) for ts in tasks.values() for t in ts)
+    ready.set()
+    if meanwhile:
+        meanwhile()
+    try:
+        _collect(data, sink, len(threads), total, progress)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    data.seconds = time.perf_counter() - start
+    return data
+
+
+def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progress) -> None:
+    finished = 0
+    while producers:
+        item = sink.get()
+        if item is None:
+            producers -= 1
+            continue
+        data.outcomes += item
+        finished += len(item)
+        if progress:
+            progress(finished, total)
+
+
+def _unsupported(data: RunData, suite: Suite, impls: list[Implementation]) -> None:
+    for impl in impls:
+        data.outcomes += [
+            Outcome(c, impl, judge.failure("unsupported", f"{impl.name} does not implement "
+                                             f"{c.op}@{c.convention}"))
+            for c in suite.cases if not impl.supports(c.op, c.convention)
+        ]

@@ -1,0 +1,172 @@
+"""The long results table, the pairs table, and the few operations on them the engine itself needs.
+
+`results` has one row per case x implementation: the case's description (its operands' regimes in
+the columns the op records name), the implementation's, the judge's measurement, the time it took
+and the command that replays a row that did not pass. `pairs` has one row per case x pair of
+implementations that both produced an output: whether the two are bit-identical and how far apart
+they are in ULPs. Every report view (reports/views/) is a pandas computation on these two tables.
+
+Also here, because a run needs them before any report exists: marking rows a known finding explains
+(`annotate`), the rows that fail a run (`failing_rows`), and the ranking of each implementation's
+rows worst first (`ranked`), which decides which outputs a run keeps for its side-by-sides.
+Imports pandas: the engine's api imports this module only once the workers are computing.
+"""
+from __future__ import annotations
+
+import itertools
+import shlex
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from normdiff.harness.data.dtypes import get_format
+from normdiff.harness.data.findings import KNOWN, Finding
+from normdiff.harness.data.ops import OPS
+from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
+from normdiff.harness.engine.judge import ulp_distance
+
+# results.csv columns naming the regimes of the ops' chosen operands (weights, gate), in the op
+# records' order: after "regime", before "seed"
+CHOICE_COLUMNS = tuple(dict.fromkeys(o.column for op in OPS.values() for o in op.chosen))
+
+
+def repro_command(case_id: str, implementation: str) -> str:
+    """The command that replays one row of the results table."""
+    return f"normdiff repro {shlex.quote(str(case_id))} --implementation {shlex.quote(str(implementation))}"
+
+
+def results_frame(outcomes) -> pd.DataFrame:
+    rows = []
+    for o in outcomes:
+        c = o.case
+        columns = {op.column: c.choice(op.name) for op in c.record.chosen}
+        row = {"case_id": c.id, "op": c.op, "convention": c.convention, "dtype": c.dtype,
+               "shape": c.shape_text, "regime": c.regime,
+               **{name: columns.get(name, "") for name in CHOICE_COLUMNS},
+               "seed": c.seed, "implementation": o.impl.name, "kind": o.impl.kind, "framework": o.impl.framework}
+        row.update(o.measurement.as_row())
+        row["seconds"] = o.seconds
+        outcome = o.measurement.outcome
+        row["repro"] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl.name)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame["outcome"] = pd.Categorical(frame["outcome"], categories=OUTCOMES, ordered=True)
+        frame = frame.sort_values(["case_id", "implementation"], kind="stable").reset_index(drop=True)
+    return frame
+
+
+def pairs_frame(outcomes) -> pd.DataFrame:
+    """Pairwise distances between implementations' outputs on each case they both answered.
+    Mutants are left out: each is its own group by design, and the kill matrix speaks for them."""
+    by_case = defaultdict(list)
+    for o in outcomes:
+        if o.output is not None and o.measurement.outcome not in NOT_RUN and o.impl.kind != "mutant":
+            by_case[o.case.id].append(o)
+    rows = []
+    for case_id, outs in by_case.items():
+        fmt = get_format(outs[0].case.dtype)
+        for a, b in itertools.combinations(sorted(outs, key=lambda o: o.impl.name), 2):
+            if _same_bits(a, b):  # most pairs in bf16/fp16: no arithmetic needed
+                rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
+                             "identical": True, "identical_elements": 1.0, "max_ulp": 0.0, "agree": True})
+                continue
+            x, y = a.output.astype(np.float64), b.output.astype(np.float64)
+            dist, same_nonfinite = ulp_distance(x, y, fmt)
+            rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
+                         "identical": bool(np.array_equal(x, y, equal_nan=True)),
+                         "identical_elements": float(np.mean((x == y) | (np.isnan(x) & np.isnan(y)))),
+                         "max_ulp": dist, "agree": same_nonfinite and dist <= a.measurement.tolerance_ulp})
+    return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "identical_elements",
+                                       "max_ulp", "agree"])
+
+
+def _same_bits(a, b) -> bool:
+    return (a.output.dtype == b.output.dtype and a.output.shape == b.output.shape
+            and a.measurement.output_digest == b.measurement.output_digest != "")
+
+
+# ---- known findings ---------------------------------------------------------------------------
+
+
+def finding_mask(finding: Finding, results: pd.DataFrame) -> pd.Series:
+    hit = results["implementation"] == finding.implementation
+    for column, value in finding.where:
+        hit &= results[column].astype(str) == value
+    return hit
+
+
+def explained(rows: pd.DataFrame) -> pd.Series:
+    """Which rows a known finding explains (False everywhere for a table without the column; a
+    table read back from CSV has NaN where there is none)."""
+    if "known_finding" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["known_finding"].fillna("").astype(str) != ""
+
+
+def annotate(results: pd.DataFrame, known: tuple[Finding, ...] = KNOWN) -> tuple[pd.DataFrame, list[str]]:
+    """Mark rows explained by a known finding; also return the findings that did not reproduce."""
+    results = results.assign(known_finding="")
+    stale = []
+    for finding in known:
+        matching = finding_mask(finding, results)
+        shows = matching & (results["outcome"].astype(str) == finding.outcome)
+        results.loc[shows, "known_finding"] = finding.explanation
+        if matching.any() and not shows.any():
+            stale.append(f"{finding.implementation}: expected {finding.outcome} where "
+                         f"{dict(finding.where)}, and it no longer shows: {finding.explanation}")
+    return results, stale
+
+
+# ---- what fails a run, and each implementation's worst rows ------------------------------------
+
+
+def failing_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """Non-mutant rows outside identical/agree, not explained by a known finding."""
+    return results[(results["kind"] != "mutant") & ~results["outcome"].isin(PASSING + NOT_RUN) & ~explained(results)]
+
+
+def failing_implementations(results: pd.DataFrame) -> list[str]:
+    """Non-mutant implementations with an unexplained case outside identical/agree."""
+    return sorted(failing_rows(results)["implementation"].unique())
+
+
+def ranked(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows that ran, worst first within each implementation: unexplained failures (outside
+    identical/agree, no known finding), then known findings, then the rest; within each, the
+    largest max_ulp first (rows without one, e.g. errors, after those with one)."""
+    ran = results[~results["outcome"].isin(NOT_RUN)]
+    failing = ~ran["outcome"].isin(PASSING)
+    known = explained(ran)
+    rank = np.where(failing & ~known, 0, np.where(failing, 1, 2))
+    return (ran.assign(_rank=rank, _ulp=ran["max_ulp"].fillna(-np.inf))
+            .sort_values(["implementation", "_rank", "_ulp", "case_id"], ascending=[True, True, False, True],
+                         kind="stable")
+            .drop(columns=["_rank", "_ulp"]))
+
+
+def has_output(rows: pd.DataFrame) -> pd.Series:
+    if "output_digest" in rows:
+        return rows["output_digest"].fillna("").astype(str) != ""
+    return rows["max_ulp"].notna()
+
+
+def worst_keys(results: pd.DataFrame) -> set[tuple[str, str]]:
+    """(case_id, implementation) of each non-mutant implementation's worst row that returned an
+    output: the outputs a report needs for its side-by-sides."""
+    rows = ranked(results[results["kind"] != "mutant"])
+    rows = rows[has_output(rows)].groupby("implementation").head(1)
+    return set(zip(rows["case_id"], rows["implementation"]))
+
+
+def keep_outputs(outcomes, results: pd.DataFrame, mode) -> dict:
+    """The outputs a run keeps: every output (mode True), only the worst cases' ("worst", what a
+    report's side-by-sides need), or none (False / None)."""
+    if not mode:
+        return {}
+    every = {(o.case.id, o.impl.name): o.output for o in outcomes if o.output is not None}
+    if mode == "worst":
+        wanted = worst_keys(results)
+        return {k: v for k, v in every.items() if k in wanted}
+    return every

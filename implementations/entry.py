@@ -1,0 +1,61 @@
+"""An implementation's registry entry: what it is, which (op, convention) pairs it implements, which
+framework runs it, and how to load it inside a worker.
+
+An entry is only a description: creating one imports nothing. The worker of its framework imports
+`entry` ("package.module:attribute" or "path/to/file.py:attribute") the first time one of its
+cases runs, so normdiff never pays for a framework it does not use. The loaded attribute is an
+*adapter*:
+
+    adapter(op: str, contract: Contract, inputs: CaseInputs) -> array-like shaped like inputs x
+
+or, for an entry with `params`, a factory that returns such an adapter.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.implementations.frameworks import FRAMEWORKS
+
+KINDS = ("reference", "own", "framework", "model", "mutant", "user")
+
+
+@dataclass(frozen=True)
+class Implementation:
+    name: str
+    kind: str
+    framework: str
+    entry: str
+    pairs: frozenset  # of (op, convention)
+    description: str = ""
+    requires: tuple[str, ...] = ()  # importable modules beyond the framework's (e.g. "transformers")
+    # Rows are independent, so the runner may concatenate the rows of same-shaped cases into one
+    # call. Only for code whose results cannot depend on other rows (ours); never for user code.
+    batch_rows: bool = False
+    # Which worker process runs it (default: its framework's). A separate worker overlaps a slow
+    # import with other work but pays for its framework again.
+    worker: str = ""
+    # When set, `entry` is a factory: the worker calls entry(**dict(params)) once to get the adapter
+    # (user code and external commands carry their target this way). Pairs of (name, value).
+    params: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise UsageError(f"implementation {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+        if self.framework not in FRAMEWORKS:
+            raise UsageError(f"implementation {self.name!r}: " + unknown("framework", self.framework, FRAMEWORKS))
+        object.__setattr__(self, "pairs", frozenset(self.pairs))
+        object.__setattr__(self, "worker", self.worker or FRAMEWORKS[self.framework].worker)
+
+    def supports(self, op: str, convention: str) -> bool:
+        return (op, convention) in self.pairs
+
+    def unavailable_reason(self) -> str | None:
+        """Why this implementation cannot run here, or None. Looks modules up without importing."""
+        framework = FRAMEWORKS[self.framework]
+        for module in framework.modules + self.requires:
+            if importlib.util.find_spec(module) is None:
+                return (f"{module} is not installed; install it with "
+                        f"`pip install 'normdiff[{framework.extra_for(module)}]'`")
+        return None

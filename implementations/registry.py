@@ -1,0 +1,27 @@
+"""The registry: the built-in implementations (catalog.py), looked up by name.
+
+Listing the registry imports no framework: the catalog only describes implementations, and each
+adapter module is imported inside its worker.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.implementations import catalog
+from normdiff.implementations.entry import Implementation
+
+
+@lru_cache(maxsize=1)
+def _builtins() -> dict[str, Implementation]:
+    return {impl.name: impl for impl in catalog.builtin()}
+
+
+def implementations() -> list[Implementation]:
+    return list(_builtins().values())
+
+
+def get(name: str) -> Implementation:
+    if name not in _builtins():
+        raise UsageError(unknown("implementation", name, _builtins()))
+    return _builtins()[name]

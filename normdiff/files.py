@@ -1,0 +1,52 @@
+"""Writing a file so that readers see the old file or the new one, never a part of it.
+
+Pure: imports nothing from normdiff.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike, data) -> Path:
+    """Write `data` (str, bytes, or an iterable of str pieces) to `path` through a fresh temporary
+    file in the same folder (a unique name, created exclusively, so no symlink is followed), fsync'd
+    and moved into place with os.replace. The temporary file is removed if anything fails."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if isinstance(data, bytes):
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                for piece in ([data] if isinstance(data, str) else data):
+                    fh.write(piece)
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _sync_folder(path.parent)
+    return path
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every platform opens folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

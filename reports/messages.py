@@ -1,0 +1,54 @@
+"""One builder for every failure message: check, repro, junit.xml, report.html and summary.md say
+the same facts in the same words wherever a failing row is shown.
+
+Modelled on torch.testing's `_make_mismatch_msg` (torch/testing/_comparison.py): what was compared,
+how it came out, the greatest error against what is allowed, then what it says about itself and
+how to replay it. A row is a results.csv row (a dict or a pandas row).
+"""
+from __future__ import annotations
+
+from normdiff.harness.engine.tables import repro_command
+from normdiff.text import number
+
+
+def _get(row, key, default=None):
+    try:
+        value = row.get(key, default)
+    except AttributeError:
+        value = getattr(row, key, default)
+    return default if value is None else value
+
+
+def figures(row) -> str:
+    """'max 121 ulp (budget 2), rel_l2 0.41' for a row that returned an output; '' otherwise."""
+    ulp = _get(row, "max_ulp")
+    if ulp is None or ulp != ulp:
+        return ""
+    text = f"max {number(ulp)} ulp (budget {number(_get(row, 'tolerance_ulp'), missing='n/a')})"
+    rel = _get(row, "rel_l2")
+    return text + (f", rel_l2 {number(rel)}" if rel is not None and rel == rel else "")
+
+
+def headline(row) -> str:
+    """'CASE_ID: disagree, max 121 ulp (budget 2), rel_l2 0.41'."""
+    said = figures(row)
+    return f"{_get(row, 'case_id', '?')}: {_get(row, 'outcome', '?')}" + (f", {said}" if said else "")
+
+
+def detail(row) -> str:
+    text = _get(row, "detail", "")
+    return "" if text != text else str(text)  # NaN read back from CSV: no detail
+
+
+def message(row, replay: bool = True, limit: int | None = None) -> str:
+    """The headline, then the row's detail (cut to `limit` characters when given) and the command
+    that replays it, one per indented line."""
+    lines = [headline(row)]
+    said = detail(row)
+    if said:
+        if limit is not None and len(said) > limit:
+            said = said[:limit - 3] + "..."
+        lines.append(f"  detail: {said}")
+    if replay:
+        lines.append(f"  replay: {repro_command(_get(row, 'case_id', ''), _get(row, 'implementation', ''))}")
+    return "\n".join(lines)

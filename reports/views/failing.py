@@ -1,0 +1,45 @@
+"""The rows that fail the run: non-mutant rows outside the budget that no known finding explains."""
+from __future__ import annotations
+
+from normdiff.harness.engine.tables import failing_rows, ranked, repro_command
+from normdiff.reports import markup, messages
+from normdiff.reports.views import View
+from normdiff.reports.views.worst import row_frame
+
+MARKDOWN_ROWS = 20  # rows in summary.md
+HTML_ROWS = 100  # rows in the page's table
+
+
+def derive(report):
+    """The failing rows, the worst (largest max_ulp; errors without one first) first."""
+    bad = failing_rows(report.results)
+    return (ranked(bad).assign(_u=lambda f: f["max_ulp"].fillna(float("inf")))
+            .sort_values("_u", ascending=False, kind="stable").drop(columns="_u"))
+
+
+def _markdown(report, bad) -> str:
+    if bad.empty:
+        return ""
+    shown = bad.head(MARKDOWN_ROWS)
+    frame = shown.assign(error=[messages.figures(r) for _, r in shown.iterrows()],
+                         detail=[messages.detail(r) for _, r in shown.iterrows()],
+                         replay=[f"`{repro_command(c, i)}`" for c, i in zip(shown["case_id"], shown["implementation"])])
+    return (f"## Failing rows (worst {MARKDOWN_ROWS})\n\n"
+            + markup.markdown_table(frame[["case_id", "implementation", "outcome", "error", "detail", "replay"]]))
+
+
+def _html(report, bad) -> str:
+    if bad.empty:
+        return ('<h2 id="failing">Failing rows</h2><p>None: every non-mutant implementation agrees with the '
+                "reference on every case it ran (known findings aside).</p>")
+    rows = bad.head(HTML_ROWS)
+    frame = row_frame(rows)
+    frame.insert(1, "implementation", rows["implementation"].astype(str).tolist())
+    note = f" (the worst {HTML_ROWS} of {len(bad)}; all are in results.csv)" if len(bad) > HTML_ROWS else ""
+    return (f'<h2 id="failing">Failing rows</h2><p>{len(bad)} unexplained rows outside the budget{note}.</p>'
+            + markup.table(frame, "failing", styles={"outcome": markup.outcome_style},
+                           html_columns=(markup.CASE_COLUMN,), classes=markup.ROW_CLASSES))
+
+
+FAILING = View("failing", 70, derive=derive, markdown=_markdown, html=lambda report, bad, page: _html(report, bad),
+               nav="Failing rows")

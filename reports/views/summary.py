@@ -1,0 +1,79 @@
+"""Per implementation: outcome counts over the cases it supports, its verdict and its worst case."""
+from __future__ import annotations
+
+import pandas as pd
+
+from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
+from normdiff.harness.engine.tables import explained
+from normdiff.reports import markup
+from normdiff.reports.views import View, csv_file
+
+COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagree", "nan_mismatch", "error",
+           "crashed", "timeout", "unavailable", "verdict"]
+
+
+def summary(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per implementation: outcome counts and the worst case it produced."""
+    counts = pd.crosstab(results["implementation"], results["outcome"]).reindex(columns=list(OUTCOMES), fill_value=0)
+    meta = results.groupby("implementation")[["kind", "framework"]].first()
+    worst = (results.dropna(subset=["max_ulp"]).sort_values("max_ulp", ascending=False)
+             .groupby("implementation").head(1).set_index("implementation"))
+    table = meta.join(counts)
+    table["worst_max_ulp"] = worst["max_ulp"]
+    table["worst_case"] = worst["case_id"]
+    table["verdict"] = [verdict(results[results["implementation"] == name]) for name in table.index]
+    return table.reset_index()
+
+
+def verdict(rows: pd.DataFrame) -> str:
+    """'agrees', 'disagrees', 'known finding', 'unavailable' / 'nothing to run' (nothing ran) or,
+    for mutants, 'caught' / 'missed'."""
+    ran = rows[~rows["outcome"].isin(NOT_RUN)]
+    if ran.empty:
+        return "unavailable" if (rows["outcome"] == "unavailable").any() else "nothing to run"
+    failing = ~ran["outcome"].isin(PASSING)
+    if (rows["kind"] == "mutant").all():
+        return "caught" if failing.any() else "missed"
+    if failing.any() and explained(ran)[failing].all():
+        return "known finding"
+    return "disagrees" if failing.any() else "agrees"
+
+
+def _markdown(report, frame) -> str:
+    return "## Implementations\n\n" + markup.markdown_table(frame[COLUMNS + ["worst_max_ulp", "worst_case"]])
+
+
+def _unavailable_reasons(results: pd.DataFrame) -> dict[str, str]:
+    rows = results[results["outcome"] == "unavailable"]
+    return rows.groupby("implementation")["detail"].first().to_dict() if not rows.empty else {}
+
+
+def _html(report, summary_frame, page) -> str:
+    summary_frame = summary_frame[summary_frame["kind"] != "mutant"]
+    if summary_frame.empty:
+        return '<h2 id="summary">Implementations</h2><p>No implementation ran.</p>'
+    columns = [c for c in COLUMNS + ["worst_max_ulp", "worst_case"] if c in summary_frame.columns]
+    frame = summary_frame[columns].copy()
+    always = {"implementation", "kind", "framework", "identical", "agree", "disagree", "verdict",
+              "worst_max_ulp", "worst_case"}
+    frame = frame[[c for c in frame.columns if c in always or (frame[c] != 0).any()]]
+    reasons = _unavailable_reasons(report.results)
+    frame["note"] = [reasons.get(n, "") for n in frame["implementation"]]
+    if not frame["note"].astype(bool).any():
+        frame = frame.drop(columns="note")
+    ran = set(report.results.loc[~report.results["outcome"].isin(NOT_RUN), "implementation"])
+    frame["implementation"] = frame["implementation"].map(
+        lambda n: f'<a href="#{markup.slug(n)}">{markup.esc(n)}</a>' if n in ran else markup.esc(n))
+    table = markup.table(frame, "summary", styles={"verdict": markup.VERDICT_STYLE.get},
+                         html_columns=("implementation",),
+                         classes={"implementation": "nowrap", "worst_case": "mono nowrap", "note": "wrap"})
+    return ('<h2 id="summary">Implementations</h2>'
+            "<p>Outcome counts per implementation over the cases it supports. <b>identical</b>: every element "
+            "equals the exact result rounded once; <b>agree</b>: within the ULP budget; anything else fails "
+            "unless a known finding explains it. Mutants are in their own section.</p>" + table)
+
+
+SUMMARY = View("summary", 20, derive=lambda report: summary(report.results), files=csv_file("summary.csv"),
+               markdown=_markdown, html=_html, nav="Implementations",
+               owns=("summary.csv",),
+              describes=(("summary.csv, summary.md", "per-implementation summary; markdown for a CI job summary"),))

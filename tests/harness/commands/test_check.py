@@ -1,0 +1,107 @@
+"""`normdiff check` as a new user runs it: right code agrees, each classic bug is diagnosed first,
+broken targets exit 2 with a message that says why."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from normdiff.harness.commands import cli
+
+FIX = "tests/fixtures/user"
+
+
+def check(*args):
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args, "--json"],
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout + proc.stderr  # exactly one JSON object
+    return proc.returncode, json.loads(lines[0])
+
+
+def test_correct_numpy_function_agrees():
+    code, result = check(f"{FIX}/numpy_norms.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3")
+    assert code == 0 and result["verdict"] == "agrees" and result["diagnosis"] == []
+    assert result["cases"]["total"] >= 60 and result["cases"]["agree"] == result["cases"]["total"]
+    assert result["framework"] == "numpy"
+
+
+@pytest.mark.parametrize("name, op, convention, bug", [
+    ("rms_norm_eps_outside", "rms_norm", "qwen3", "eps-outside-sqrt"),
+    ("rms_norm_gamma_plus_one", "rms_norm", "qwen3", "gamma-plus-one"),
+    ("zero_centred_missing_one", "rms_norm", "qwen3.5", "gamma-missing-one"),
+    ("qk_norm_full_vector", "qk_norm", "qwen3", "qk-norm-full-vector"),
+])
+def test_each_classic_bug_is_diagnosed_first(name, op, convention, bug):
+    code, result = check(f"{FIX}/numpy_norms.py:{name}", "--op", op, "--convention", convention)
+    assert code == 1 and result["verdict"] == "disagrees"
+    best = result["diagnosis"][0]
+    assert best["bug"] == bug, result["diagnosis"]
+    assert best["matched"] == best["of"] > 0
+    assert result["worst_case"]["case_id"] and result["worst_case"]["max_ulp"] > 2
+
+
+def test_l2_norm_function_with_a_default_eps():
+    code, result = check(f"{FIX}/numpy_norms.py:l2_norm", "--op", "l2_norm", "--convention", "qwen3.5")
+    assert code == 0, result
+
+
+def test_torch_module_class_agrees():
+    pytest.importorskip("torch")
+    code, result = check(f"{FIX}/torch_module.py:MyRMSNorm", "--op", "rms_norm", "--convention", "qwen3")
+    assert code == 0 and result["framework"] == "torch", result
+    # applied per head, as Qwen3Attention applies q_norm
+    code, result = check(f"{FIX}/torch_module.py:MyRMSNorm", "--op", "qk_norm", "--convention", "qwen3")
+    assert code == 0, result
+
+
+def test_jax_function_agrees():
+    pytest.importorskip("jax")
+    code, result = check(f"{FIX}/jax_norms.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3.5")
+    assert code == 0 and result["framework"] == "jax", result
+
+
+@pytest.mark.parametrize("target, message", [
+    (f"{FIX}/nope.py:rms_norm", "file not found"),
+    (f"{FIX}/numpy_norms.py:missing", "defines no 'missing'"),
+    (f"{FIX}/numpy_norms.py:wrong_signature", "wrong_signature(x, eps) has the wrong signature for rms_norm: "
+                                             "normdiff calls rms_norm(x, weight, eps)"),
+    (f"{FIX}/numpy_norms.py:wrong_shape", "wrong-shaped output"),
+    (f"{FIX}/numpy_norms.py:raises", "my norm is broken"),
+    (f"{FIX}/imports_missing.py:rms_norm", "a_module_that_does_not_exist"),
+    ("no_colon_here", "is not FILE.py:NAME"),
+])
+def test_broken_targets_exit_2_saying_why(target, message):
+    code, result = check(target, "--op", "rms_norm", "--convention", "qwen3")
+    assert code == 2 and result["verdict"] == "error"
+    assert message in result["message"], result["message"]
+
+
+def test_human_output_names_the_bug_and_the_fix(capsys):
+    code = cli.main(["check", f"{FIX}/numpy_norms.py:rms_norm_gamma_plus_one", "--op", "rms_norm",
+                     "--convention", "qwen3"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "looks like gamma-plus-one" in out and "fix: multiply by w, not (1 + w)" in out
+    assert "worst case:" in out and "reference" in out and "yours" in out
+
+
+def test_checking_numpy_code_imports_no_framework():
+    code = ("import sys; from normdiff.harness.commands import cli; "
+            f"rc = cli.main(['check', '{FIX}/numpy_norms.py:rms_norm', '--op', 'rms_norm', '--convention', 'qwen3']); "
+            "heavy = {'torch', 'jax', 'transformers'} & set(sys.modules); "
+            "assert rc == 0 and not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_unknown_convention_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", f"{FIX}/numpy_norms.py:rms_norm",
+                           "--op", "rms_norm", "--convention", "qwen9"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown convention 'qwen9'" in proc.stderr
+
+
+def test_a_class_cannot_stand_for_qk_norm_rope():
+    pytest.importorskip("torch")
+    code, result = check(f"{FIX}/torch_module.py:MyRMSNorm", "--op", "qk_norm_rope", "--convention", "qwen3")
+    assert code == 2 and "for qk_norm_rope give a function" in result["message"]

@@ -1,0 +1,28 @@
+"""The `normdiff` fixture in a user's own test suite (run by pytester in a fresh process)."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+USER = Path(__file__).resolve().parents[2] / "fixtures" / "user" / "numpy_norms.py"
+
+
+def test_fixture_passes_right_code_and_names_the_bug_of_wrong_code(pytester):
+    shutil.copy(USER, pytester.path / "numpy_norms.py")
+    pytester.makepyfile(test_mine="""
+        from numpy_norms import rms_norm, rms_norm_gamma_plus_one
+
+        def test_right(normdiff):
+            normdiff.check(rms_norm, op="rms_norm", convention="qwen3")
+
+        def test_wrong(normdiff):
+            normdiff.check(rms_norm_gamma_plus_one, op="rms_norm", convention="qwen3")
+
+        def test_lambda(normdiff):
+            normdiff.check(lambda x, w, eps: x, op="rms_norm", convention="qwen3")
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*looks like gamma-plus-one*", "*fix: multiply by w, not (1 + w)*",
+                                 "*worst case: rms_norm@qwen3/*", "*needs a module-level function*"])

@@ -1,0 +1,102 @@
+"""`normdiff repro`: replay one case against one implementation, and the standalone script it
+writes, which must run without normdiff and print the max ULP the run measured."""
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from normdiff.cases.model import Case
+from normdiff.cases.suites import Suite
+from normdiff.harness import api
+from normdiff.harness.commands import cli
+from normdiff.harness.data.conventions import pairs
+from normdiff.implementations.entry import Implementation
+
+NUMPY_CASE = "rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained"
+ROPE_CASE = "qk_norm_rope@qwen3/bf16/4x4x32/head_scales:lognormal/w=trained"
+# runs the script with every normdiff import failing: it must need only numpy, ml_dtypes, torch
+NO_NORMDIFF = ("import runpy, sys; sys.modules['normdiff'] = None; "
+               "runpy.run_path(sys.argv[1], run_name='__main__')")
+
+
+def max_ulp(text: str) -> str:
+    found = re.findall(r"^max_ulp (\S+)$", text, re.M)
+    assert len(found) == 1, text
+    return found[0]
+
+
+def run_repro(capsys, *args):
+    code = cli.main(["repro", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_repro_prints_outcome_errors_detectors_and_the_worst_row(capsys):
+    code, out, _ = run_repro(capsys, NUMPY_CASE, "--implementation", "numpy")
+    assert code == 0
+    assert f"case            {NUMPY_CASE}" in out and "outcome         agree" in out
+    for word in ("max_ulp", "p99_ulp", "rel_l2", "scale_ratio", "span_rms_err", "channel_bias_ulp", "cosine"):
+        assert word in out
+    assert "worst element: row" in out and "\n  reference" in out and "\n  numpy" in out and "\n  x " in out
+    report = api.run_suite(Suite("one", "", (Case.from_id(NUMPY_CASE),)), api.select(["numpy"]))
+    assert max_ulp(out) == f"{report.results['max_ulp'].iloc[0]:.6g}"
+
+
+@pytest.mark.parametrize("case_id, name, inline", [
+    (NUMPY_CASE, "numpy", True),  # the own NumPy code inlined
+    (NUMPY_CASE, "eps-outside-sqrt", True),  # a torch mutant: torch_own inlined, its knob spelled out
+    (ROPE_CASE, "qk-norm-after-rope", True),  # ULPs at the rotation pair's magnitude
+])
+def test_script_runs_without_normdiff_and_prints_the_same_max_ulp(tmp_path, capsys, case_id, name, inline):
+    script = tmp_path / "repro_script.py"
+    code, out, _ = run_repro(capsys, case_id, "--implementation", name, "--script", str(script))
+    assert code == (0 if name == "numpy" else 1)  # a mutant disagrees: the repro exits 1
+    text = script.read_text()
+    assert ("from normdiff" in text) != inline
+    proc = subprocess.run([sys.executable, "-c", NO_NORMDIFF, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert max_ulp(proc.stdout) == max_ulp(out)
+    assert "worst element" in proc.stdout and "reference" in proc.stdout
+
+
+def test_script_through_an_adapter(tmp_path, capsys):
+    pytest.importorskip("jax")
+    script = tmp_path / "jax_repro.py"
+    case_id = "rms_norm@qwen3.5/fp32/4x128/normal/w=trained"
+    code, out, _ = run_repro(capsys, case_id, "-i", "jax", "--script", str(script))
+    assert code == 0 and "from normdiff.implementations.loading import load_entry" in script.read_text()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert max_ulp(proc.stdout) == max_ulp(out)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bogus-id", "-i", "numpy"], "malformed case id 'bogus-id'"),
+    (["rms_norm@qwen9/bf16/4x128/normal/w=trained", "-i", "numpy"], "unknown convention 'qwen9'"),
+    ([NUMPY_CASE, "-i", "no-such-impl"], "unknown implementation 'no-such-impl'"),
+    ([NUMPY_CASE, "-i", "hf-olmo2"], "'hf-olmo2' does not implement rms_norm@qwen3"),
+])
+def test_unknown_case_or_implementation_exits_2(capsys, args, message):
+    code, _, err = run_repro(capsys, *args)
+    assert code == 2 and message in err
+
+
+def test_failing_rows_carry_the_repro_command(fixtures_dir):
+    bad = Implementation("fx-eps", "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:eps_outside",
+                         frozenset(pairs()))
+    cases = (Case.from_id(NUMPY_CASE), Case.from_id("rms_norm@qwen3/bf16/4x128/normal/w=trained"),
+             Case.from_id("gated_rms_norm@qwen3.5/bf16/4x128/normal/w=ones/z=closed#1"))
+    results = api.run_suite(Suite("t", "", cases), [bad]).results.set_index("case_id")
+    command = results.loc[NUMPY_CASE, "repro"]
+    assert command == f"normdiff repro {NUMPY_CASE} --implementation fx-eps"
+    assert shlex.split(command) == ["normdiff", "repro", NUMPY_CASE, "--implementation", "fx-eps"]
+    passing = results[results["outcome"].isin(["identical", "agree"])]
+    assert len(passing) and (passing["repro"] == "").all()
+    # '#' starts a shell comment: such ids are quoted
+    from normdiff.harness.engine.tables import repro_command
+
+    quoted = repro_command(cases[2].id, "fx-eps")
+    assert quoted.startswith("normdiff repro '") and shlex.split(quoted)[2] == cases[2].id

@@ -1,0 +1,131 @@
+"""Outcomes and detectors: each one must be able to fail."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from normdiff.harness.engine.judge import judge
+from normdiff.harness.data.dtypes import get_format
+
+BF16 = get_format("bfloat16")
+rng = np.random.default_rng(0)
+# magnitudes kept off binade edges, so that k ulps of the rounded value are k ulps of the reference
+REF = rng.choice([-1, 1], (4, 64)) * rng.uniform(1.1, 1.9, (4, 64)) * 2.0 ** rng.integers(-3, 3, (4, 64))
+
+
+def bf16(values):
+    return np.asarray(values).astype(ml_dtypes.bfloat16)
+
+
+def nudge(ref, ulps):
+    """ref moved by `ulps` bf16 ulps, then stored in bf16 (exactly representable: integer ulps)."""
+    return bf16(BF16.round(ref) + ulps * BF16.ulp(BF16.round(ref)))
+
+
+def test_correctly_rounded_is_identical():
+    assert judge(bf16(REF), REF, BF16, 2.0).outcome == "identical"
+
+
+def test_one_ulp_off_agrees_three_ulps_off_disagrees():
+    one = judge(nudge(REF, 1), REF, BF16, 2.0)
+    assert one.outcome == "agree" and 0.5 <= one.max_ulp <= 1.5
+    three = judge(nudge(REF, 3), REF, BF16, 2.0)
+    assert three.outcome == "disagree" and three.max_ulp > 2.0
+    assert three.tolerance_ulp == 2.0
+
+
+def test_nan_and_inf_mismatch():
+    out = bf16(REF)
+    out[1, 3] = np.nan
+    m = judge(out, REF, BF16, 2.0)
+    assert m.outcome == "nan_mismatch" and m.nan_count == 1
+    ref_nan = REF.copy()
+    ref_nan[0] = np.nan
+    assert judge(bf16(REF), ref_nan, BF16, 2.0).outcome == "nan_mismatch"
+    both = bf16(ref_nan)
+    assert judge(both, ref_nan, BF16, 2.0).outcome == "identical"  # NaN where the contract says NaN
+
+
+def test_overflowing_reference_expects_inf():
+    fp16 = get_format("float16")
+    ref = np.array([[70000.0, 1.0]])
+    assert judge(np.array([[np.inf, 1.0]], np.float16), ref, fp16, 2.0).outcome == "identical"
+
+
+def test_shape_and_dtype_errors_name_the_problem():
+    m = judge(bf16(REF[:, :-1]), REF, BF16, 2.0)
+    assert m.outcome == "error" and "wrong-shaped output (4, 63); expected (4, 64)" in m.detail
+    m = judge(REF.astype(np.int32), REF, BF16, 2.0)
+    assert m.outcome == "error" and "not a floating dtype" in m.detail
+
+
+def test_float32_output_for_bf16_input_is_noted():
+    m = judge(REF.astype(np.float32), REF, BF16, 2.0)
+    assert m.outcome == "agree" and m.output_dtype == "float32" and "returns float32 for bfloat16" in m.detail
+
+
+def test_constant_rescale_detector():
+    m = judge(bf16(2 * REF), REF, BF16, 2.0)
+    assert m.outcome == "disagree"
+    assert m.scale_ratio == pytest.approx(2.0, rel=1e-3) and m.ratio_spread < 1e-2
+    m = judge(bf16(REF * rng.uniform(0.5, 1.5, REF.shape)), REF, BF16, 2.0)
+    assert m.ratio_spread > 0.5
+
+
+def test_per_head_rms_detector_sees_a_scope_error():
+    heads = REF.reshape(4, 4, 16) * np.array([0.1, 1, 3, 10])[None, :, None]
+    ref = (heads / np.sqrt(np.mean(heads**2, -1, keepdims=True))).reshape(4, 64)
+    full = heads.reshape(4, 64) / np.sqrt(np.mean(heads.reshape(4, 64) ** 2, -1, keepdims=True))
+    m = judge(bf16(full), ref, BF16, 2.0, num_heads=4)
+    assert m.span_rms_err > 0.5
+    assert judge(bf16(ref), ref, BF16, 2.0, num_heads=4).span_rms_err < 1e-2
+
+
+def test_row_bias_detector_sees_a_coherent_scale_error():
+    # every magnitude 2^-8 too large: 0.5-1 ulp per element, within the budget elementwise
+    biased = judge(bf16(REF * (1 + 2.0**-8)), REF, BF16, 2.0)
+    unbiased = judge(bf16(REF), REF, BF16, 2.0)
+    assert biased.outcome == "agree"
+    assert biased.row_bias_ulp > 0.4 > 0.2 > unbiased.row_bias_ulp
+
+
+def test_zero_flush_detector():
+    out = bf16(REF)
+    out[0] = 0
+    assert judge(out, REF, BF16, 2.0).zero_excess == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_assert_close_flag_matches_torch(dtype):
+    torch = pytest.importorskip("torch")
+    fmt = get_format(dtype)
+    ref = REF.copy()
+    tdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    expected = torch.tensor(fmt.round(ref), dtype=torch.float64).to(tdtype)
+    for scale in (1.0, 1 + 1e-6, 1 + 2e-3, 1 + 3e-2, 2.0):
+        out_f64 = fmt.round(ref * scale)
+        out = out_f64.astype(fmt.np_dtype)
+        try:
+            torch.testing.assert_close(torch.tensor(out_f64).to(tdtype), expected)
+            torch_says = True
+        except AssertionError:
+            torch_says = False
+        assert judge(out, ref, fmt, 2.0).assert_close == torch_says, (dtype, scale)
+
+
+def test_plausibility_figures():
+    m = judge(bf16(2 * REF), REF, BF16, 2.0)
+    assert m.cosine == pytest.approx(1.0, abs=1e-4) and m.rms_ratio == pytest.approx(2.0, rel=1e-3)
+    assert m.assert_close is False
+    assert judge(bf16(REF), REF, BF16, 2.0).assert_close is True
+
+
+def test_channel_bias_needs_many_rows_and_then_catches_a_fixed_channel_error():
+    rows = rng.choice([-1, 1], (128, 64)) * rng.uniform(1.1, 1.9, (128, 64))
+    scale = np.ones(64)
+    scale[::4] = 1 + 2.0**-8  # every fourth channel 0.5-1 ulp too large, in every row
+    biased = judge(bf16(rows * scale), rows, BF16, 2.0)
+    assert biased.max_ulp <= 2.0 and biased.outcome == "disagree" and "per-channel" in biased.detail
+    assert biased.channel_bias_budget == pytest.approx(0.53, abs=0.01)
+    assert judge(bf16(rows), rows, BF16, 2.0).outcome == "identical"
+    few = judge(bf16(rows[:8] * scale), rows[:8], BF16, 2.0)
+    assert few.outcome == "agree" and np.isnan(few.channel_bias_budget)  # 8 rows: not judged

@@ -1,0 +1,118 @@
+"""The runner turns every kind of misbehaviour into an outcome and still completes the run."""
+import numpy as np
+import pytest
+
+from normdiff.cases.model import Case
+from normdiff.cases.suites import Suite
+from normdiff.harness import api
+from normdiff.implementations import registry
+from normdiff.harness.engine import runner
+from normdiff.harness.data.conventions import pairs
+from normdiff.implementations.entry import Implementation
+from normdiff.reports.views.summary import verdict
+
+CASES = (
+    Case.of("rms_norm", "qwen3", "bfloat16", "4x128", regime="tiny_rms:1e-3", weight="trained"),
+    Case.of("rms_norm", "qwen3.5", "float32", "4x128", weight="trained"),
+    Case.of("l2_norm", "qwen3.5", "float16", "4x64"),
+)
+SUITE = Suite("test", "", CASES)
+
+
+def fixture_impl(fixtures_dir, attr, batch_rows=False, **kw):
+    return Implementation(f"fx-{attr}", "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:{attr}",
+                          frozenset(pairs()), batch_rows=batch_rows, **kw)
+
+
+def outcomes(fixtures_dir, attrs, timeout=20.0):
+    impls = [fixture_impl(fixtures_dir, a) for a in attrs]
+    report = api.run_suite(SUITE, impls, timeout=timeout)
+    return report, report.results.groupby("implementation")["outcome"].apply(lambda s: set(s.astype(str)))
+
+
+def test_correct_agrees_and_wrong_formulas_disagree(fixtures_dir):
+    report, got = outcomes(fixtures_dir, ["correct", "eps_outside", "doubles"])
+    assert got["fx-correct"] <= {"identical", "agree"}
+    assert got["fx-doubles"] == {"disagree"}
+    # eps outside the sqrt only shows at small rms: the tiny-rms case must catch it
+    rows = report.results.set_index(["implementation", "case_id"])
+    assert rows.loc[("fx-eps_outside", CASES[0].id), "outcome"] == "disagree"
+    assert report.meta["exit_code"] == 1 and set(report.meta["failing"]) == {"fx-doubles", "fx-eps_outside"}
+
+
+def test_failures_become_outcomes_and_the_run_completes(fixtures_dir):
+    report, got = outcomes(fixtures_dir, ["raises", "exits", "segfaults", "wrong_shape", "returns_nan",
+                                          "not_an_array", "correct"])
+    assert got["fx-raises"] == {"error"}
+    assert got["fx-exits"] == {"crashed"}
+    assert got["fx-segfaults"] == {"crashed"}
+    assert got["fx-wrong_shape"] == {"error"}
+    assert got["fx-returns_nan"] == {"nan_mismatch"}
+    assert got["fx-not_an_array"] == {"error"}
+    assert got["fx-correct"] <= {"identical", "agree"}  # unaffected by its neighbours' crashes
+    details = report.results.set_index("implementation")["detail"]
+    assert "deliberate failure" in details["fx-raises"].iloc[0]
+    assert "SIGSEGV" in details["fx-segfaults"].iloc[0]
+    assert "status 3" in details["fx-exits"].iloc[0]
+    assert "wrong-shaped output" in details["fx-wrong_shape"].iloc[0]
+    assert len(report.results) == len(CASES) * 7
+
+
+def test_a_hang_times_out_and_later_cases_still_run(fixtures_dir):
+    report, got = outcomes(fixtures_dir, ["hangs", "correct"], timeout=2.0)
+    assert got["fx-hangs"] == {"timeout"}
+    assert got["fx-correct"] <= {"identical", "agree"}
+
+
+def test_printing_to_stdout_does_not_break_the_protocol(fixtures_dir):
+    _, got = outcomes(fixtures_dir, ["chatty"])
+    assert got["fx-chatty"] <= {"identical", "agree"}
+
+
+def test_missing_framework_is_unavailable_not_failed(fixtures_dir):
+    impl = fixture_impl(fixtures_dir, "correct", requires=("no_such_module_xyz",))
+    report = api.run_suite(SUITE, [impl])
+    assert set(report.results["outcome"].astype(str)) == {"unavailable"}
+    assert "no_such_module_xyz is not installed" in report.results["detail"].iloc[0]
+    assert report.meta["exit_code"] == 0
+    assert verdict(report.results) == "unavailable"
+
+
+def test_unsupported_pairs_are_reported(fixtures_dir):
+    impl = Implementation("fx-rms-only", "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:correct",
+                          frozenset({("rms_norm", "qwen3")}))
+    report = api.run_suite(SUITE, [impl])
+    got = report.results.set_index("case_id")["outcome"].astype(str)
+    assert got[CASES[0].id] in ("identical", "agree")
+    assert got[CASES[1].id] == got[CASES[2].id] == "unsupported"
+
+
+def test_batched_rows_give_the_same_result_as_one_case_at_a_time(fixtures_dir):
+    many = tuple(Case.of("rms_norm", "qwen3", "bfloat16", "4x128", regime=r, weight="trained")
+                 for r in ("normal", "tiny_rms:1e-3", "mean_shift:3", "outliers"))
+    suite = Suite("batch", "", many)
+    single = fixture_impl(fixtures_dir, "correct")
+    batched = Implementation("fx-batched", "user", "numpy", single.entry, single.pairs, batch_rows=True)
+    assert len(runner.plan([runner.prepare(c) for c in many], batched)) == 1  # really one call
+    report = api.run_suite(suite, [single, batched])
+    digests = report.results.pivot(index="case_id", columns="implementation", values="output_digest")
+    assert (digests["fx-batched"] == digests["fx-correct"]).all()
+    assert report.pairs["identical"].all()
+
+
+def test_cases_with_different_weights_are_not_batched_together():
+    a = Case.of("rms_norm", "qwen3", "float32", "4x128", weight="trained")
+    b = Case.of("rms_norm", "qwen3", "float32", "4x128", weight="large")
+    impl = Implementation("x", "own", "numpy", "m:f", frozenset(pairs()), batch_rows=True)
+    tasks = runner.plan([runner.prepare(a), runner.prepare(b)], impl)
+    assert len(tasks) == 2
+
+
+def test_a_failure_while_judging_costs_outcomes_not_the_run(fixtures_dir, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("judge bug")
+
+    monkeypatch.setattr(runner.judge, "judge", broken)
+    report, got = outcomes(fixtures_dir, ["correct"])
+    assert got["fx-correct"] == {"error"}
+    assert "could not judge this output: ZeroDivisionError: judge bug" in report.results["detail"].iloc[0]

@@ -1,0 +1,19 @@
+"""The conventions compared with each other on the same inputs."""
+from normdiff.cases import suites
+from normdiff.reports.views import conventions
+
+
+def test_conventions_differ_where_the_catalogue_says():
+    frame = conventions.divergence(suites.load("default").cases)
+    l2 = frame[(frame["op"] == "l2_norm") & (frame["conventions_b"] == "torch")].set_index("regime")
+    # F.normalize's clamp and Qwen3.5's eps-inside agree at ordinary norms, not at tiny ones
+    assert l2.loc["normal", "max_rel_l2"] < 1e-6 and l2.loc["tiny_rms:1e-4", "max_rel_l2"] > 0.1
+    qk = frame[(frame["op"] == "qk_norm") & (frame["conventions_a"] == "qwen3") & (frame["conventions_b"] == "olmo2")]
+    by_regime = qk.set_index("regime")["max_rel_l2"]
+    assert by_regime["head_scales:logspace"] > 5 * by_regime["tiny_rms:1e-3"]  # per-head vs full: head scales
+    # Qwen3 and OLMo2 differ only in rounding for rms_norm: one family, no row between them
+    rms = frame[frame["op"] == "rms_norm"]
+    assert not any("olmo2" in a and "qwen3" in b.split(", ") for a, b in zip(rms["conventions_a"], rms["conventions_b"]))
+    assert any("qwen3" in a and "olmo2" in a for a in rms["conventions_a"])
+    table = conventions.summary(frame)
+    assert set(table.columns) >= {"op", "differ_in", "indistinguishable_in", "max_rel_l2"}
