@@ -80,7 +80,7 @@ def _head_scales(rng, rows, heads, dim, param):
     elif param == "logspace":
         scales = np.logspace(-1, 1, heads)
     else:
-        raise ValueError(f"head_scales takes 'lognormal' or 'logspace', not {param!r}")
+        raise UsageError(f"head_scales takes 'lognormal' or 'logspace', not {param!r}")
     x = rng.standard_normal((rows, heads, dim)) * scales[None, :, None]
     return x.reshape(rows, heads * dim)
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from normdiff.harness.data.bugs import BUGS
-from normdiff.harness.data.conventions import pairs
+from normdiff.harness.data.conventions import op_conventions
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_families import FAMILIES
 
@@ -47,7 +47,7 @@ def mutant_implementations() -> list[Implementation]:
 
 
 def builtin() -> list[Implementation]:
-    every_pair = frozenset(pairs())
+    every_pair = frozenset(op_conventions())
     return [
         Implementation("numpy", "own", "numpy", "normdiff.implementations.numpy_own:run", every_pair,
                        "own NumPy: float32 statistics, the convention's cast points, bf16 via ml_dtypes",

@@ -50,6 +50,7 @@ import numpy as np
 
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import format_of
+from normdiff.harness.data.errors import UsageError
 from normdiff.implementations.entry import Implementation
 
 PROTOCOL = "1"
@@ -196,9 +197,12 @@ class CommandTimeout(TimeoutError):
 
 
 def split_command(command) -> list[str]:
-    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    except ValueError as exc:  # an unbalanced quote
+        raise UsageError(f"cannot split the command {command!r} as a shell would: {exc}") from None
     if not argv:
-        raise ValueError("the command is empty; give the program to run, e.g. --command ./my_norm")
+        raise UsageError("the command is empty; give the program to run, e.g. --command ./my_norm")
     return argv
 
 
@@ -406,7 +410,7 @@ def command_implementation(command, op: str, convention: str, name: str | None =
     command itself is killed at `command_timeout_for(timeout)`, a little earlier, so that a slow
     command is reported as such and the worker survives. `cwd` (default: the current directory,
     resolved now) is where the command runs and where a relative program path is looked up.
-    Unknown op or convention raise ValueError (a usage error); whether the program exists is not
+    Unknown op or convention raise UsageError; whether the program exists is not
     checked here (see `command_problem`)."""
     argv = split_command(command)
     get_contract(op, convention)  # raises ValueError naming the unknown or undefined pair
@@ -416,7 +420,7 @@ def command_implementation(command, op: str, convention: str, name: str | None =
     return Implementation(
         name=name, kind="user", framework="command",
         entry="normdiff.implementations.command:make_adapter",
-        pairs=frozenset({(op, convention)}),
+        op_conventions=frozenset({(op, convention)}),
         description=f"external command: {shlex.join(argv)}",
         batch_rows=False,
         params=(("command", tuple(argv)), ("timeout", command_timeout_for(timeout)),

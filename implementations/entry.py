@@ -1,4 +1,4 @@
-"""An implementation's registry entry: what it is, which (op, convention) pairs it implements, which
+"""An implementation's registry entry: what it is, which op@conventions it implements, which
 framework runs it, and how to load it inside a worker.
 
 An entry is only a description: creating one imports nothing. The worker of its framework imports
@@ -27,7 +27,7 @@ class Implementation:
     kind: str
     framework: str
     entry: str
-    pairs: frozenset  # of (op, convention)
+    op_conventions: frozenset  # the (op, convention) pairs it implements, written op@convention
     description: str = ""
     requires: tuple[str, ...] = ()  # importable modules beyond the framework's (e.g. "transformers")
     # Rows are independent, so the runner may concatenate the rows of same-shaped cases into one
@@ -45,11 +45,11 @@ class Implementation:
             raise UsageError(f"implementation {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
         if self.framework not in FRAMEWORKS:
             raise UsageError(f"implementation {self.name!r}: " + unknown("framework", self.framework, FRAMEWORKS))
-        object.__setattr__(self, "pairs", frozenset(self.pairs))
+        object.__setattr__(self, "op_conventions", frozenset(self.op_conventions))
         object.__setattr__(self, "worker", self.worker or FRAMEWORKS[self.framework].worker)
 
     def supports(self, op: str, convention: str) -> bool:
-        return (op, convention) in self.pairs
+        return (op, convention) in self.op_conventions
 
     def unavailable_reason(self) -> str | None:
         """Why this implementation cannot run here, or None. Looks modules up without importing."""

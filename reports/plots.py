@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from normdiff.files import atomic_write
+from normdiff.harness.data.errors import UsageError
 
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
 
@@ -20,7 +21,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError("plots need matplotlib: pip install 'normdiff[plot]'") from None
+        raise UsageError("plots need matplotlib: pip install 'normdiff[plot]'") from None
     return plt
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from normdiff.reports.views import VIEWS, get_view
+from normdiff.reports.views import get_view
 from normdiff.reports.views import agreement as _agreement
 
 EXACT_SHARE = _agreement.EXACT_SHARE
@@ -36,10 +36,6 @@ class Report:
         if name not in self._derived:
             self._derived[name] = get_view(name).derive(self)
         return self._derived[name]
-
-    def views(self):
-        """Every registered view, in report order."""
-        return list(VIEWS.values())
 
     @property
     def summary(self) -> pd.DataFrame:

@@ -16,7 +16,7 @@ os.environ.setdefault("NORMDIFF_JAX_CACHE", str(Path(__file__).parent.parent / "
 from normdiff.cases.model import Case  # noqa: E402
 from normdiff.cases.suites import Suite  # noqa: E402
 from normdiff.harness import api  # noqa: E402
-from normdiff.harness.data.conventions import pairs  # noqa: E402
+from normdiff.harness.data.conventions import op_conventions  # noqa: E402
 from normdiff.implementations.entry import Implementation  # noqa: E402
 
 
@@ -36,7 +36,7 @@ RMS = frozenset({("rms_norm", "qwen3")})
 
 def _impls(fixtures_dir):
     entry = lambda attr: f"{fixtures_dir / 'misbehaving.py'}:{attr}"
-    every = frozenset(pairs())
+    every = frozenset(op_conventions())
     return [
         Implementation("fx-correct", "user", "numpy", entry("correct"), every),
         Implementation("fx-doubles", "user", "numpy", entry("doubles"), every),

@@ -61,7 +61,7 @@ def check_suite(suite: str, op: str, convention: str) -> suites.Suite:
 
 
 def check(impl: Implementation, suite: str = "default", timeout: float = 60.0) -> CheckResult:
-    ((op, convention),) = impl.pairs
+    ((op, convention),) = impl.op_conventions
     report = api.run_suite(check_suite(suite, op, convention), [impl], timeout=timeout, keep_outputs=True)
     rows = report.results
     outcome = rows["outcome"].astype(str)

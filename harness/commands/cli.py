@@ -174,7 +174,8 @@ def _list(args) -> int:
     if args.what == "implementations":
         rows = [{"name": i.name, "kind": i.kind, "framework": i.framework,
                  "available": i.unavailable_reason() is None, "reason": i.unavailable_reason() or "",
-                 "pairs": sorted(f"{op}@{conv}" for op, conv in i.pairs), "description": i.description}
+                 "op_conventions": sorted(f"{op}@{conv}" for op, conv in i.op_conventions),
+                 "description": i.description}
                 for i in registry.implementations()]
     elif args.what == "conventions":
         rows = [{"name": c.name, "summary": c.summary,
@@ -203,7 +204,7 @@ def _list(args) -> int:
 def _list_line(what: str, row: dict) -> str:
     if what == "implementations":
         state = "available" if row["available"] else f"unavailable: {row['reason']}"
-        return f"{row['name']:<12} {row['kind']:<9} {row['framework']:<6} {len(row['pairs']):>3} pairs  {state}"
+        return f"{row['name']:<12} {row['kind']:<9} {row['framework']:<6} {len(row['op_conventions']):>3} op@conventions  {state}"
     if what == "conventions":
         ops = "; ".join(f"{op}: {c['formula']}" for op, c in row["contracts"].items())
         return f"{row['name']:<11} {row['summary']}\n{'':<11} {ops}"

@@ -11,7 +11,7 @@ turned, then to the closer one.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,7 +87,6 @@ class Match:
     distance: float  # mean over matched cases of the max ULP distance to the candidate
     fix: str
     symptom: str = ""
-    examples: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"bug": self.name, "matched": self.matched, "of": self.of, "changes": self.changes,

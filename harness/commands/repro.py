@@ -58,7 +58,7 @@ def resolve(case_id: str, name: str) -> tuple[Case, Implementation]:
     case = Case.from_id(case_id)
     impl = registry.get(name)
     if not impl.supports(case.op, case.convention):
-        pairs = ", ".join(sorted(f"{op}@{conv}" for op, conv in impl.pairs))
+        pairs = ", ".join(sorted(f"{op}@{conv}" for op, conv in impl.op_conventions))
         raise UsageError(f"implementation {name!r} does not implement {case.op}@{case.convention}; it "
                          f"implements: {pairs}")
     reason = impl.unavailable_reason()
@@ -158,7 +158,7 @@ def _module_source(module_name: str) -> str:
     source = inspect.getsource(module)
     tree = ast.parse(source)
     lines = source.splitlines()
-    pieces, cursor = [], 0
+    pieces = []
     for node in tree.body:
         text = "\n".join(lines[node.lineno - 1:node.end_lineno])
         if node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):

@@ -80,6 +80,6 @@ def get_contract(op: str, convention: str) -> Contract:
     return get_convention(convention).contract(op)
 
 
-def pairs() -> list[tuple[str, str]]:
+def op_conventions() -> list[tuple[str, str]]:
     """Every (op, convention) pair some convention defines."""
     return [(op, c.name) for c in CONVENTIONS.values() for op in c.contracts]

@@ -122,10 +122,6 @@ class Op:
         their parts in a case id, their suite keys and their results.csv columns."""
         return tuple(sorted((o for o in self.operands if o.chosen), key=lambda o: o.stream))
 
-    def takes(self, name: str) -> bool:
-        """Whether `name` is one of its operands or call parameters."""
-        return name in self.inputs or name in self.call
-
     def applies(self, knob: str) -> bool:
         return knob in self.knobs
 

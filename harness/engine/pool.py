@@ -19,7 +19,6 @@ class Worker:
         self.load_timeout = load_timeout
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.NamedTemporaryFile(prefix=f"normdiff-{name}-", suffix=".log", delete=False)
-        self.starts = 0
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -35,7 +34,6 @@ class Worker:
         os.close(to_parent_w)
         self.requests = Connection(to_child_w, readable=False)
         self.replies = Connection(to_parent_r, writable=False)
-        self.starts += 1
 
     def _kill(self) -> None:
         if self.proc is not None:

@@ -1,6 +1,6 @@
 """The view registry: every view of a report, one file per view in this folder.
 
-A view declares its name, its place in the report (`order`), how it is derived from the report's
+A view (reports/view.py) declares its name, its place in the report (`order`), how it is derived from the report's
 long table (`derive`, computed once per report and cached), and its renderings: the files it adds
 to the report folder (`files`: name -> text, e.g. its CSV; `owns` lists them), its section of summary.md (`markdown`)
 and its section of report.html (`html`, with `nav` naming the page's link to it). A rendering that
@@ -12,34 +12,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
-from typing import Any, Callable
 
 from normdiff.harness.data.errors import UsageError, unknown
-
-
-def _nothing(*args) -> Any:
-    return None
-
-
-@dataclass(frozen=True)
-class View:
-    name: str
-    order: int
-    derive: Callable[[Any], Any] = _nothing  # (report) -> data
-    files: Callable[[Any, Any], dict[str, str]] | None = None  # (report, data) -> {file name: text}
-    markdown: Callable[[Any, Any], str] | None = None  # (report, data) -> summary.md section
-    html: Callable[[Any, Any, Any], str] | None = None  # (report, data, page) -> report.html section
-    nav: str = ""  # the page's link text (the section's id is the view's name)
-    owns: tuple[str, ...] = ()  # the files `files` may write; one it did not write this run is removed
-    describes: tuple[tuple[str, str], ...] = ()  # (file names, what they hold), for the page's file list
-
-
-def csv_file(name: str, index: bool = False) -> Callable[[Any, Any], dict[str, str]]:
-    """`files` for a view whose data is one DataFrame written as `name` (nothing when it is None)."""
-    def files(report, frame) -> dict[str, str]:
-        return {} if frame is None else {name: frame.to_csv(index=index)}
-    return files
+from normdiff.reports.view import View
 
 
 def _discover() -> dict[str, View]:

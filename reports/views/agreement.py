@@ -8,7 +8,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.reports import markup, plots
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 # Two implementations with the same cast points still differ by an ulp now and then (a float32 sum
 # taken in another order crosses a rounding boundary: ~1e-4 of bf16 elements), while different

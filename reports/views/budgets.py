@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from normdiff.reports import markup
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 
 def derive(report) -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from normdiff.reports import markup
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 HTML_ROWS = 100
 

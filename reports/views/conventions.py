@@ -17,7 +17,7 @@ from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.knobs import ROUNDING_KNOBS
 from normdiff.harness.engine import oracle
 from normdiff.reports import markup
-from normdiff.reports.views import View, csv_file
+from normdiff.reports.view import View, csv_file
 
 
 def _maths(contract):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from normdiff.harness.engine.tables import failing_rows, ranked, repro_command
 from normdiff.reports import markup, messages
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 from normdiff.reports.views.worst import row_frame
 
 MARKDOWN_ROWS = 20  # rows in summary.md

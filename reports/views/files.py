@@ -1,15 +1,17 @@
 """The report folder's files and what each holds, as the views that write them describe them."""
 from __future__ import annotations
 
-from normdiff.reports import markup, views
-from normdiff.reports.views import View
+from normdiff.reports import markup
+from normdiff.reports.view import View
 
 WRITTEN_BY_RENDERERS = (("junit.xml", "one test case per implementation x op@convention, for CI test reports"),
                         ("report.html", "this page"))
 
 
 def derive(report) -> list[tuple[str, str]]:
-    return [d for view in views.VIEWS.values() for d in view.describes] + list(WRITTEN_BY_RENDERERS)
+    from normdiff.reports.views import VIEWS  # the registry that found this module: asked at run time
+
+    return [d for view in VIEWS.values() for d in view.describes] + list(WRITTEN_BY_RENDERERS)
 
 
 def _html(report, rows, page) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from normdiff.harness.engine.tables import explained, repro_command
 from normdiff.reports import markup
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 
 def derive(report) -> dict:

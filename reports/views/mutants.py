@@ -9,7 +9,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN
 from normdiff.reports import markup
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 KILLS = DISAGREEING
 TYPICAL = "normal"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from normdiff.clock import utc_now
 from normdiff.reports import markup
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 FIRST = ("numpy", "torch", "jax", "jaxlib", "transformers", "flax", "ml_dtypes", "pandas")  # shown in this order
 

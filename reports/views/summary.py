@@ -6,7 +6,7 @@ import pandas as pd
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine.tables import explained
 from normdiff.reports import markup
-from normdiff.reports.views import View, csv_file
+from normdiff.reports.view import View, csv_file
 
 COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagree", "nan_mismatch", "error",
            "crashed", "timeout", "unavailable", "verdict"]

@@ -1,7 +1,7 @@
 """The two long tables themselves, as the report folder's first files."""
 from __future__ import annotations
 
-from normdiff.reports.views import View, csv_file
+from normdiff.reports.view import View, csv_file
 
 RESULTS = View("results", 0, derive=lambda report: report.results, files=csv_file("results.csv"),
                owns=("results.csv",),

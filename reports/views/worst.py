@@ -6,7 +6,7 @@ import pandas as pd
 from normdiff.harness.data.outcomes import PASSING
 from normdiff.harness.engine.tables import has_output, ranked, repro_command
 from normdiff.reports import markup, messages, worst
-from normdiff.reports.views import View
+from normdiff.reports.view import View
 
 WORST_SHOWN = 3  # worst rows shown per implementation that agrees
 FAILING_SHOWN = 10  # ... and per implementation that does not

@@ -1,14 +1,14 @@
 import pytest
 
 from normdiff.cases import regimes, suites
-from normdiff.harness.data.conventions import pairs
+from normdiff.harness.data.conventions import op_conventions
 
 
 def test_default_suite_is_large_and_covers_the_catalogue():
     suite = suites.load("default")
     assert len(suite) >= 300
     cases = suite.cases
-    assert {(c.op, c.convention) for c in cases} >= {p for p in pairs() if p[1] in ("qwen3", "qwen3.5", "olmo2")}
+    assert {(c.op, c.convention) for c in cases} >= {p for p in op_conventions() if p[1] in ("qwen3", "qwen3.5", "olmo2")}
     assert {c.dtype for c in cases} == {"float32", "bfloat16", "float16"}
     widths = {c.width for c in cases if c.op == "rms_norm"}
     assert {128, 1024, 4096} <= widths and any(w % 2 for w in widths)

@@ -28,7 +28,7 @@ FP16_ZERO_ROWS = {"l2_norm@torch/fp16/8x128/zero_rows", "l2_norm@torch/fp16/8x10
 
 def builtin_suite() -> Suite:
     """The smoke suite's cases of the built-ins' pairs plus the default suite's l2_norm@torch group."""
-    pairs = set().union(*(i.pairs for i in catalog.builtin_implementations()))
+    pairs = set().union(*(i.op_conventions for i in catalog.builtin_implementations()))
     smoke = [c for c in suites.load("smoke").cases if (c.op, c.convention) in pairs]
     l2 = [c for c in suites.load("default").cases if (c.op, c.convention) == ("l2_norm", "torch")]
     return Suite("builtins", "", tuple(smoke + l2))

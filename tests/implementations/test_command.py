@@ -304,7 +304,7 @@ def test_command_implementation_builds_a_user_entry():
     assert (impl.kind, impl.framework, impl.batch_rows) == ("user", "command", False)
     assert impl.worker == "command"  # its own worker: a slow program never holds up numpy code
     assert impl.entry == "normdiff.implementations.command:make_adapter"
-    assert impl.pairs == frozenset({("rms_norm", "qwen3")})
+    assert impl.op_conventions == frozenset({("rms_norm", "qwen3")})
     assert impl.name == "rms_norm --fast"
     params = dict(impl.params)
     assert params["command"] == ("./rms_norm", "--fast") and params["convention"] == "qwen3"

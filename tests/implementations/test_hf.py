@@ -3,7 +3,6 @@ the attention path is exact and really per head (or full vector), and a missing 
 as `unavailable` with its name, never skipped."""
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
@@ -44,7 +43,7 @@ def extra_cases(op: str, conv: str) -> list[Case]:
 
 def hf_suite() -> Suite:
     """The smoke suite's cases of the HF pairs, plus fp32/bf16/fp16 cases of every HF pair."""
-    hf_pairs = set().union(*(impl.pairs for impl in hf_impls()))
+    hf_pairs = set().union(*(impl.op_conventions for impl in hf_impls()))
     smoke = [c for c in suites.load("smoke").cases if (c.op, c.convention) in hf_pairs]
     extra = [c for op, conv in sorted(hf_pairs) for c in extra_cases(op, conv)]
     return Suite("hf", "", tuple(dict.fromkeys(smoke + extra)))
@@ -68,7 +67,7 @@ def test_catalog_entries_are_the_family_table():
     entries = {impl.entry.rpartition(":")[2]: impl for impl in catalog.hf_implementations()}
     assert set(entries) == set(hf.FAMILIES)
     for attr, family in hf.FAMILIES.items():
-        assert entries[attr].pairs == {(op, family.convention) for op in family.ops()}, attr
+        assert entries[attr].op_conventions == {(op, family.convention) for op in family.ops()}, attr
 
 
 @pytest.mark.parametrize("impl", [i.name for i in catalog.hf_implementations()])

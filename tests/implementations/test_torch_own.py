@@ -17,13 +17,13 @@ from normdiff.cases.model import Case, CaseInputs  # noqa: E402
 from normdiff.harness.engine import judge  # noqa: E402
 from normdiff.harness.engine import oracle  # noqa: E402
 from normdiff.harness.data.ops import OPS  # noqa: E402
-from normdiff.harness.data.conventions import get_contract, pairs  # noqa: E402
+from normdiff.harness.data.conventions import get_contract, op_conventions  # noqa: E402
 from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations import numpy_own, torch_own  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
 REGIMES = ("normal", "tiny_rms:1e-4", "zero_rows", "mean_shift:3")
-GROUPS = [(op, conv, dtype) for (op, conv), dtype in itertools.product(pairs(), DTYPES)]
+GROUPS = [(op, conv, dtype) for (op, conv), dtype in itertools.product(op_conventions(), DTYPES)]
 
 
 def cases(op: str, conv: str, dtype: str) -> list[Case]:
@@ -77,7 +77,7 @@ def test_output_dtype_and_shape(op, conv, dtype):
 
 def test_bf16_bit_identical_to_numpy_own():
     same = total = 0
-    for op, conv in pairs():
+    for op, conv in op_conventions():
         for case, inputs, out in results(op, conv, "bfloat16"):
             ours = out.float().numpy()
             theirs = numpy_own.run(op, case.contract, inputs).astype(np.float32)

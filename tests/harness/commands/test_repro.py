@@ -11,7 +11,7 @@ from normdiff.cases.model import Case
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
 from normdiff.harness.commands import cli
-from normdiff.harness.data.conventions import pairs
+from normdiff.harness.data.conventions import op_conventions
 from normdiff.implementations.entry import Implementation
 
 NUMPY_CASE = "rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained"
@@ -86,7 +86,7 @@ def test_unknown_case_or_implementation_exits_2(capsys, args, message):
 
 def test_failing_rows_carry_the_repro_command(fixtures_dir):
     bad = Implementation("fx-eps", "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:eps_outside",
-                         frozenset(pairs()))
+                         frozenset(op_conventions()))
     cases = (Case.from_id(NUMPY_CASE), Case.from_id("rms_norm@qwen3/bf16/4x128/normal/w=trained"),
              Case.from_id("gated_rms_norm@qwen3.5/bf16/4x128/normal/w=ones/z=closed#1"))
     results = api.run_suite(Suite("t", "", cases), [bad]).results.set_index("case_id")

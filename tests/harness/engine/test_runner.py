@@ -1,13 +1,18 @@
 """The runner turns every kind of misbehaviour into an outcome and still completes the run."""
+import dataclasses
+
 import numpy as np
 import pytest
+
+from normdiff.cases import suites
+from normdiff.harness.data.ops import OPS
 
 from normdiff.cases.model import Case
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
 from normdiff.implementations import registry
 from normdiff.harness.engine import runner
-from normdiff.harness.data.conventions import pairs
+from normdiff.harness.data.conventions import op_conventions
 from normdiff.implementations.entry import Implementation
 from normdiff.reports.views.summary import verdict
 
@@ -21,7 +26,7 @@ SUITE = Suite("test", "", CASES)
 
 def fixture_impl(fixtures_dir, attr, batch_rows=False, **kw):
     return Implementation(f"fx-{attr}", "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:{attr}",
-                          frozenset(pairs()), batch_rows=batch_rows, **kw)
+                          frozenset(op_conventions()), batch_rows=batch_rows, **kw)
 
 
 def outcomes(fixtures_dir, attrs, timeout=20.0):
@@ -92,7 +97,7 @@ def test_batched_rows_give_the_same_result_as_one_case_at_a_time(fixtures_dir):
                  for r in ("normal", "tiny_rms:1e-3", "mean_shift:3", "outliers"))
     suite = Suite("batch", "", many)
     single = fixture_impl(fixtures_dir, "correct")
-    batched = Implementation("fx-batched", "user", "numpy", single.entry, single.pairs, batch_rows=True)
+    batched = Implementation("fx-batched", "user", "numpy", single.entry, single.op_conventions, batch_rows=True)
     assert len(runner.plan([runner.prepare(c) for c in many], batched)) == 1  # really one call
     report = api.run_suite(suite, [single, batched])
     digests = report.results.pivot(index="case_id", columns="implementation", values="output_digest")
@@ -100,10 +105,38 @@ def test_batched_rows_give_the_same_result_as_one_case_at_a_time(fixtures_dir):
     assert report.pairs["identical"].all()
 
 
+def batching_cases():
+    """Four same-shaped cases of every op's first convention, in bf16 and fp32: one batch each."""
+    cases = []
+    for name, record in OPS.items():
+        convention = next(c for op, c in op_conventions() if op == name)
+        heads = "num_heads" in record.dims
+        cases += suites.expand(dict(ops=[name], conventions=[convention], dtypes=["bfloat16", "float32"],
+                                    shapes=["4x4x32" if heads else "4x128"], weights=["trained"], gates=["closed"],
+                                    regimes=["normal", "tiny_rms:1e-3", "zero_rows", "outliers"]))
+    return tuple(cases)
+
+
+@pytest.mark.slow
+def test_batched_and_single_runs_are_bit_identical_for_every_op():
+    cases = batching_cases()
+    own = [registry.get(name) for name in ("numpy", "torch", "jax")]
+    single = [dataclasses.replace(impl, name=f"{impl.name}-single", batch_rows=False) for impl in own]
+    prepared = [runner.prepare(c) for c in cases]
+    for impl in own:  # really batched: one call per (op, dtype) group of four cases
+        assert len(runner.plan(prepared, impl)) == len(cases) // 4
+    report = api.run_suite(Suite("batching", "", cases), own + single)
+    digests = report.results.pivot(index="case_id", columns="implementation", values="output_digest")
+    assert set(report.results["op"]) == set(OPS)
+    for impl in own:
+        assert (digests[impl.name] == digests[f"{impl.name}-single"]).all(), impl.name
+        assert (digests[impl.name] != "").all()
+
+
 def test_cases_with_different_weights_are_not_batched_together():
     a = Case.of("rms_norm", "qwen3", "float32", "4x128", weight="trained")
     b = Case.of("rms_norm", "qwen3", "float32", "4x128", weight="large")
-    impl = Implementation("x", "own", "numpy", "m:f", frozenset(pairs()), batch_rows=True)
+    impl = Implementation("x", "own", "numpy", "m:f", frozenset(op_conventions()), batch_rows=True)
     tasks = runner.plan([runner.prepare(a), runner.prepare(b)], impl)
     assert len(tasks) == 2
 
