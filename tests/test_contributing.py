@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -72,3 +74,12 @@ def test_a_new_view_is_one_file(small_report, monkeypatch, tmp_path):
     assert "## Max ULP by implementation" in (out / "summary.md").read_text()
     page = (out / "report.html").read_text()
     assert 'id="max_by_impl"' in page and 'href="#max_by_impl"' in page and "max_by_impl.csv" in page
+
+
+def test_every_file_contributing_names_exists():
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "CONTRIBUTING.md").read_text()
+    named = set(re.findall(r"`((?:harness|cases|implementations|reports|normdiff|tests)/[\w/.]+\.(?:py|toml))`", text))
+    named |= {f"implementations/{n}" for n in re.findall(r"`(\w+_own\.py)`", text)}
+    named = {p for p in named if "NAME" not in p}  # the placeholders of "add a framework / view"
+    assert len(named) >= 20 and not [p for p in sorted(named) if not (root / p).is_file()]

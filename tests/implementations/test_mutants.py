@@ -32,6 +32,7 @@ def test_the_catalogue_has_the_required_bugs():
         assert bug.contract != get_contract(bug.op, bug.convention)  # the mutant really turns a knob
 
 
+@pytest.mark.slow
 def test_default_suite_kills_every_mutant(default_report):
     kills = kill_summary(default_report.results).set_index("mutant")
     assert set(kills.index) == set(BUGS)
@@ -68,6 +69,7 @@ def test_list_bugs_json():
         assert bugs["eps-outside-sqrt"][field]
 
 
+@pytest.mark.slow
 def test_explain_shows_a_plausible_and_a_badly_wrong_case(tmp_path):
     pytest.importorskip("torch")
     plot = tmp_path / "eps.png"

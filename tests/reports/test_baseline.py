@@ -263,6 +263,7 @@ def test_an_interrupted_save_leaves_the_old_baseline(tmp_path, monkeypatch):
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["base.json"]
 
 
+@pytest.mark.slow
 def test_end_to_end_a_wrong_formula_fails_against_the_baseline(tmp_path, capsys, monkeypatch, fixtures_dir):
     out, base = tmp_path / "r", tmp_path / "baseline.json"
     args = ["run", "--suite", "smoke", "-i", "numpy", "-i", "eps-outside-sqrt", "--out", str(out)]

@@ -15,6 +15,7 @@ def normdiff(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_smoke_writes_the_report(tmp_path):
     proc = normdiff("run", "--suite", "smoke", "--out", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -57,3 +58,22 @@ def test_list_does_not_import_frameworks():
             "assert not {'torch', 'jax', 'transformers'} & set(sys.modules), sorted(sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_only_usage_errors_exit_2_and_a_bug_of_ours_says_so(monkeypatch, capsys):
+    from normdiff.harness.commands import cli as cli_module
+    from normdiff.harness.data.errors import UsageError
+
+    def usage(args):
+        raise UsageError("unknown suite 'nightly'; known: default, smoke")
+
+    def bug(args):
+        raise KeyError("implementation")  # e.g. a bug in normdiff's own code
+
+    monkeypatch.setattr(cli_module, "_list", usage)
+    assert cli_module.main(["list", "ops"]) == 2
+    assert capsys.readouterr().err.strip() == "normdiff: error: unknown suite 'nightly'; known: default, smoke"
+    monkeypatch.setattr(cli_module, "_list", bug)
+    assert cli_module.main(["list", "ops"]) == cli_module.INTERNAL_ERROR == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError: 'implementation'" in err and "internal error (a bug in normdiff" in err

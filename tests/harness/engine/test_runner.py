@@ -63,6 +63,7 @@ def test_failures_become_outcomes_and_the_run_completes(fixtures_dir):
     assert len(report.results) == len(CASES) * 7
 
 
+@pytest.mark.slow
 def test_a_hang_times_out_and_later_cases_still_run(fixtures_dir):
     report, got = outcomes(fixtures_dir, ["hangs", "correct"], timeout=2.0)
     assert got["fx-hangs"] == {"timeout"}
