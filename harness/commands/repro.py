@@ -41,7 +41,6 @@ from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages, worst
 from normdiff.text import number
 
-SIDE_BY_SIDE = 8  # elements of the worst row shown
 DETECTORS = ("scale_ratio", "ratio_spread", "span_rms_err", "row_bias_ulp", "channel_bias_ulp",
              "channel_bias_budget", "zero_excess", "nan_count", "inf_count")
 PLAUSIBILITY = ("cosine", "rms_ratio", "assert_close")
@@ -367,7 +366,7 @@ def main() -> int:
           f"{{mismatched}} element(s) non-finite in one of output / reference only")
     flat = np.where(ok, err, np.where(np.isfinite(o) == np.isfinite(rounded), 0.0, np.inf)).reshape(-1, o.shape[-1])
     row, col = divmod(int(np.argmax(flat)), flat.shape[-1])
-    cols = list(range(min({SIDE_BY_SIDE}, flat.shape[-1])))
+    cols = list(range(min({worst.SIDE_BY_SIDE}, flat.shape[-1])))
     if col not in cols:
         cols.append(col)
     x = INPUTS["x"].astype(np.float64).reshape(flat.shape)[row]
