@@ -93,7 +93,7 @@ class Case:
 
     # ---- identity ----------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def record(self) -> Op:
         return get_op(self.op)
 
@@ -104,9 +104,12 @@ class Case:
 
     def choice(self, operand: str, absent: str = "") -> str:
         """The regime operand `operand` is drawn from; `absent` when the op does not take it."""
-        return dict(self.choices).get(operand, absent)
+        for name, regime in self.choices:
+            if name == operand:
+                return regime
+        return absent
 
-    @property
+    @cached_property
     def shape_text(self) -> str:
         values = {"rows": self.rows, "width": self.width, "num_heads": self.num_heads, "head_dim": self.head_dim}
         return "x".join(str(values[d]) for d in self.record.dims)
@@ -126,7 +129,7 @@ class Case:
         newer = [f"{name}={regime}" for name, regime in self.choices if name not in dict(_SEED_PARTS)]
         return _stable_hash("|".join([self.shape_text, self.regime, *legacy, *newer, str(self.sample)]))
 
-    @property
+    @cached_property
     def contract(self) -> Contract:
         return get_contract(self.op, self.convention)
 

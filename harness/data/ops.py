@@ -90,6 +90,9 @@ class Op:
     outputs: tuple[str, ...] = ("y",)
     backward_call: tuple[str, ...] | None = None
     knobs: tuple[str, ...] = field(init=False)
+    # the operands whose regime a case chooses (weight, gate), in stream order: the order of their
+    # parts in a case id, their suite keys and their results.csv columns
+    chosen: tuple[Operand, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         names = [o.name for o in self.operands]
@@ -103,6 +106,7 @@ class Op:
         if list(self.call[len(self.call) - len(self.optional):]) != list(self.optional):
             raise ValueError(f"op {self.name!r}: optional arguments {self.optional} must end the call")
         object.__setattr__(self, "knobs", K.in_groups(self.knob_groups))
+        object.__setattr__(self, "chosen", tuple(sorted((o for o in self.operands if o.chosen), key=lambda o: o.stream)))
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -115,12 +119,6 @@ class Op:
 
     def operand(self, name: str) -> Operand | None:
         return next((o for o in self.operands if o.name == name), None)
-
-    @property
-    def chosen(self) -> tuple[Operand, ...]:
-        """The operands whose regime a case chooses (weight, gate), in stream order: the order of
-        their parts in a case id, their suite keys and their results.csv columns."""
-        return tuple(sorted((o for o in self.operands if o.chosen), key=lambda o: o.stream))
 
     def applies(self, knob: str) -> bool:
         return knob in self.knobs

@@ -36,15 +36,20 @@ def repro_command(case_id: str, implementation: str) -> str:
     return f"normdiff repro {shlex.quote(str(case_id))} --implementation {shlex.quote(str(implementation))}"
 
 
+def case_columns(c) -> dict:
+    """A case's columns of the results table."""
+    chosen = {operand.column: c.choice(operand.name) for operand in c.record.chosen}
+    return {"case_id": c.id, "op": c.op, "convention": c.convention, "dtype": c.dtype, "shape": c.shape_text,
+            "regime": c.regime, **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "seed": c.seed}
+
+
 def results_frame(outcomes) -> pd.DataFrame:
-    rows = []
+    rows, per_case = [], {}
     for o in outcomes:
         c = o.case
-        columns = {op.column: c.choice(op.name) for op in c.record.chosen}
-        row = {"case_id": c.id, "op": c.op, "convention": c.convention, "dtype": c.dtype,
-               "shape": c.shape_text, "regime": c.regime,
-               **{name: columns.get(name, "") for name in CHOICE_COLUMNS},
-               "seed": c.seed, "implementation": o.impl.name, "kind": o.impl.kind, "framework": o.impl.framework}
+        if c.id not in per_case:  # each case has a row per implementation: describe it once
+            per_case[c.id] = case_columns(c)
+        row = {**per_case[c.id], "implementation": o.impl.name, "kind": o.impl.kind, "framework": o.impl.framework}
         row.update(o.measurement.as_row())
         row["seconds"] = o.seconds
         outcome = o.measurement.outcome
