@@ -2,12 +2,15 @@
 
 A case is fully described by its id, for example
     rms_norm@qwen3/bf16/8x1024/tiny_rms:1e-3/w=trained
+    rms_norm@qwen3/bf16/8x1024/tiny_rms:1e-3/w=trained/eps=1e-05
     qk_norm@olmo2/fp16/4x8x64/head_scales:lognormal/w=ones
     gated_rms_norm@qwen3.5/fp32/8x128/normal/w=ones/z=closed#1
 and `Case.from_id` rebuilds it, so every report row can be replayed from its id alone. The id's
 shape is written in the op record's dims (rows x width, or rows x heads x head_dim), then x's input
 regime, then `key=regime` for each operand the op draws from a named regime (the record's id_key:
-w for the weight, z for the gate), then `#sample` when it is not 0.
+w for the weight, z for the gate), then `eps=VALUE` when the case runs at another eps than its
+convention's config eps, then `#sample` when it is not 0. eps is no part of the seed: the same
+inputs run at every eps.
 
 Inputs are drawn in float64 from a seed that depends only on the input configuration (shape,
 regimes, sample), so the same input appears across ops, conventions and dtypes, then cast once to
@@ -65,12 +68,14 @@ class Case:
     num_heads: int = 1
     regime: str = "normal"
     choices: tuple = ()
+    eps: float | None = None  # None: the convention's config eps (its contract's)
     sample: int = 0
 
     def __post_init__(self) -> None:
         record = get_op(self.op)
         object.__setattr__(self, "dtype", get_format(self.dtype).name)
-        get_contract(self.op, self.convention)  # raises for an unknown or undefined pair
+        config = get_contract(self.op, self.convention).eps  # raises for an unknown or undefined pair
+        object.__setattr__(self, "eps", _normalise_eps(self.eps, config))
         regimes.check_input_regime(self.regime, record.dims)
         object.__setattr__(self, "choices", _normalise_choices(record, self.choices))
         if min(self.rows, self.width, self.num_heads) < 1:
@@ -85,11 +90,11 @@ class Case:
 
     @classmethod
     def of(cls, op: str, convention: str, dtype: str, shape: str, regime: str = "normal", sample: int = 0,
-           **choices) -> "Case":
-        """A case from its shape text as ids and suites write it ('8x1024', '4x8x64') and its
-        operands' regimes by operand name (weight="trained", gate="closed")."""
+           eps: float | None = None, **choices) -> "Case":
+        """A case from its shape text as ids and suites write it ('8x1024', '4x8x64'), its eps (None:
+        the convention's) and its operands' regimes by operand name (weight="trained", gate="closed")."""
         rows, width, heads = parse_shape(get_op(op), shape)
-        return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), sample)
+        return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), eps, sample)
 
     # ---- identity ----------------------------------------------------------------------------
 
@@ -101,6 +106,12 @@ class Case:
     def head_dim(self) -> int:
         """The width of one head (the whole row for ops without heads)."""
         return self.width // self.num_heads
+
+    @property
+    def span(self) -> int:
+        """The normalised span, the reduction length of its statistic: head_dim for a per-head norm,
+        the whole row otherwise (the full H*D vector when the contract's scope is "full")."""
+        return self.head_dim if self.contract.scope == "head" else self.width
 
     def choice(self, operand: str, absent: str = "") -> str:
         """The regime operand `operand` is drawn from; `absent` when the op does not take it."""
@@ -119,6 +130,8 @@ class Case:
         record = self.record
         parts = [f"{self.op}@{self.convention}", get_format(self.dtype).short, self.shape_text, self.regime]
         parts += [f"{o.id_key}={self.choice(o.name)}" for o in record.chosen]
+        if self.eps is not None:
+            parts.append(f"eps={self.eps:g}")
         text = "/".join(parts)
         return text + (f"#{self.sample}" if self.sample else "")
 
@@ -131,7 +144,9 @@ class Case:
 
     @cached_property
     def contract(self) -> Contract:
-        return get_contract(self.op, self.convention)
+        """The convention's contract for the op, at the case's eps."""
+        base = get_contract(self.op, self.convention)
+        return base if self.eps is None else base.replace(eps=self.eps)
 
     @classmethod
     def from_id(cls, case_id: str) -> "Case":
@@ -142,15 +157,19 @@ class Case:
         g = match.groupdict()
         record = get_op(g["op"])
         keys = {o.id_key: o.name for o in record.chosen}
-        choices = {}
+        choices, eps = {}, None
         for part in (g["extras"] or "").split("/"):
             if part:
                 key, _, value = part.partition("=")
-                if key not in keys:
+                if key == "eps":
+                    eps = _parse_eps(value, case_id)
+                elif key in keys:
+                    choices[keys[key]] = value
+                else:
                     raise UsageError(f"case id {case_id!r}: {g['op']} takes no '{key}='; its parts are "
-                                     f"{', '.join(k + '=' for k in keys) or 'none'}")
-                choices[keys[key]] = value
-        return cls.of(g["op"], g["conv"], g["dtype"], g["shape"], g["regime"], int(g["sample"] or 0), **choices)
+                                     f"{', '.join(k + '=' for k in [*keys, 'eps'])}")
+        return cls.of(g["op"], g["conv"], g["dtype"], g["shape"], g["regime"], int(g["sample"] or 0), eps,
+                      **choices)
 
     # ---- inputs ------------------------------------------------------------------------------
 
@@ -222,11 +241,33 @@ def _normalise_choices(record: Op, given) -> tuple:
     return tuple(out)
 
 
+def _normalise_eps(eps, config: float) -> float | None:
+    """None for the convention's own eps (so a case has one id), else a positive finite float."""
+    if eps is None:
+        return None
+    if isinstance(eps, str) and eps == "config":
+        return None
+    try:
+        value = float(eps)
+    except (TypeError, ValueError):
+        raise UsageError(f"eps must be a number or 'config', got {eps!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise UsageError(f"eps must be a positive finite number, got {eps!r}")
+    return None if value == config else value
+
+
+def _parse_eps(text: str, case_id: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"case id {case_id!r}: eps={text!r} is not a number") from None
+
+
 def _stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
 
 
 _ID_RE = re.compile(
     r"(?P<op>\w+)@(?P<conv>[\w.\-]+)/(?P<dtype>\w+)/(?P<shape>\d+(?:x\d+){1,2})/"
-    r"(?P<regime>[\w.:\-+]+)(?:/(?P<extras>(?:\w+=\w+/?)+))?(?:#(?P<sample>\d+))?"
+    r"(?P<regime>[\w.:\-+]+)(?:/(?P<extras>(?:\w+=[\w.+\-]+/?)+))?(?:#(?P<sample>\d+))?"
 )

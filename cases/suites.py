@@ -10,6 +10,7 @@ A group is a cartesian product:
     regimes = ["normal", "tiny_rms:1e-3"]   # x's input regimes ("inputs" is the old name, still read)
     weights = ["trained"]               # ops with a weight (default ["ones"])
     gates = ["open", "closed"]          # ops with a gate (default ["open"])
+    eps = ["config", 1e-5]              # eps values ("config": each convention's own; the default)
     samples = 1                         # independent draws of each combination
 
 The operand keys (weights, gates, ...) come from the op records (harness/data/ops.py: an operand's
@@ -31,7 +32,7 @@ from normdiff.harness.data.ops import OPS
 SUITE_DIR = Path(__file__).parent / "suites"
 # the operands' suite keys, in the op records' order (weights, gates): product order and case order
 OPERAND_KEYS = tuple(dict.fromkeys(o.suite_key for op in OPS.values() for o in op.chosen))
-_GROUP_KEYS = {"ops", "conventions", "dtypes", "shapes", "regimes", "samples", *OPERAND_KEYS}
+_GROUP_KEYS = {"ops", "conventions", "dtypes", "shapes", "regimes", "eps", "samples", *OPERAND_KEYS}
 RENAMED_KEYS = {"inputs": "regimes"}  # old name -> new name; the old one is still read
 
 
@@ -109,19 +110,19 @@ def _expand(group: dict, where: str):
     defaults = {o.suite_key: o.default for op in OPS.values() for o in op.chosen}
     operand_lists = [group.get(key, [defaults[key]]) for key in OPERAND_KEYS]
     samples = group.get("samples", 1)
-    for op, conv, dtype, shape, regime, *picked, sample in itertools.product(
+    for op, conv, dtype, shape, regime, *picked, eps, sample in itertools.product(
             group["ops"], group["conventions"], group["dtypes"], group["shapes"], group["regimes"],
-            *operand_lists, range(samples)):
+            *operand_lists, group.get("eps", ["config"]), range(samples)):
         try:
-            yield _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), sample)
+            yield _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), eps, sample)
         except UsageError as exc:
             raise SuiteError(f"{where}: {exc}") from None
 
 
-def _make_case(op, conv, dtype, shape, regime, by_key: dict, sample) -> Case:
+def _make_case(op, conv, dtype, shape, regime, by_key: dict, eps, sample) -> Case:
     """The case; each operand the op chooses takes its regime from the group's key for it."""
     record = OPS.get(op)
     if record is None:
         raise UsageError(f"unknown op {op!r}; known: {', '.join(OPS)}")
     choices = {o.name: by_key[o.suite_key] for o in record.chosen}
-    return Case.of(op, conv, dtype, shape, regime, sample, **choices)
+    return Case.of(op, conv, dtype, shape, regime, sample, eps, **choices)

@@ -275,7 +275,9 @@ _PRCTL = _load_prctl()
 
 
 def _conventions_of(op: str, contract) -> str:
-    return ",".join(c.name for c in CONVENTIONS.values() if c.contracts.get(op) == contract)
+    """Every convention whose contract for `op` is `contract` up to its eps (a case's own axis)."""
+    return ",".join(c.name for c in CONVENTIONS.values()
+                    if op in c.contracts and c.contracts[op].replace(eps=contract.eps) == contract)
 
 
 def input_metadata(op: str, contract, inputs, convention: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ import pandas as pd
 from normdiff.cases.model import Case
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.engine import oracle
-from normdiff.harness.engine.judge import ulp_magnitude
+from normdiff.harness.engine.judge import reference_for
 from normdiff.harness.engine.tables import ranked
 
 SIDE_BY_SIDE = 6  # elements shown from the start of the worst row (plus its worst element)
@@ -47,7 +47,7 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
     except Exception:  # a hand-made id, or an output of another shape: nothing to line up
         return None
     width = exact.shape[-1]
-    ulp = fmt.ulp(ulp_magnitude(exact, case.op, case.num_heads)).reshape(-1, width)
+    ulp = reference_for(case, inputs, exact).ulp.reshape(-1, width)
     rounded = fmt.round(exact).reshape(-1, width)
     exact, out = exact.reshape(-1, width), out.reshape(-1, width)
     x = inputs.arrays["x"].astype(np.float64).reshape(-1, width)

@@ -153,7 +153,7 @@ def diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int 
             with np.errstate(all="ignore"):
                 expected = numpy_own.run(op, cand.contract, inputs[cid])
             d = _distance(outputs[cid], expected, fmt)
-            if d <= budget_for(case.dtype, op) + 1.0:  # both sides rounded: one ulp of slack
+            if d <= budget_for(case.dtype, op, case.span) + 1.0:  # both sides rounded: one ulp of slack
                 matched += 1
                 dists.append(d)
         fix = "; ".join(fix_for(k, getattr(base, k), base) for k in cand.changes)

@@ -62,7 +62,7 @@ class RunData:
 def prepare(case: Case) -> Prepared:
     inputs = case.inputs()
     exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
-    return Prepared(case, inputs, judge.Reference(exact, get_format(case.dtype), case.num_heads, case.op))
+    return Prepared(case, inputs, judge.reference_for(case, inputs, exact))
 
 
 def plan(prepared: list[Prepared], impl: Implementation) -> list[Task]:
@@ -120,7 +120,8 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
         else:
             piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
         start += p.case.rows
-        m = judge.judge(piece, p.ref, get_format(p.case.dtype), budget_for(p.case.dtype, p.case.op), p.case.num_heads, p.case.op)
+        c = p.case
+        m = judge.judge(piece, p.ref, get_format(c.dtype), budget_for(c.dtype, c.op, c.span), c.num_heads, c.op)
         keep = piece if m.outcome not in ("error",) else None
         outcomes.append(Outcome(p.case, task.impl, m, keep, seconds / len(task.cases)))
     return outcomes

@@ -40,7 +40,8 @@ def case_columns(c) -> dict:
     """A case's columns of the results table."""
     chosen = {operand.column: c.choice(operand.name) for operand in c.record.chosen}
     return {"case_id": c.id, "op": c.op, "convention": c.convention, "dtype": c.dtype, "shape": c.shape_text,
-            "regime": c.regime, **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "seed": c.seed}
+            "regime": c.regime, **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "eps": c.contract.eps,
+            "seed": c.seed}
 
 
 def results_frame(outcomes) -> pd.DataFrame:

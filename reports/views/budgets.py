@@ -1,4 +1,5 @@
-"""The ULP budgets the run judged with (as recorded in its meta)."""
+"""The ULP budgets the run judged with (as recorded in its meta): each rounding chain, and what the
+order of the float32 sum of squares may add at each span (harness/data/budgets.py derives both)."""
 from __future__ import annotations
 
 from normdiff.reports import markup
@@ -6,8 +7,18 @@ from normdiff.reports.view import View
 
 
 def derive(report) -> list[tuple[str, str]]:
-    return [(dtype, ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items()))
-            for dtype, per_op in (report.meta.get("budgets") or {}).items()]
+    budgets = report.meta.get("budgets") or {}
+    chains, reduction = budgets.get("chains", {}), budgets.get("reduction", {})
+    rows = []
+    for dtype, per_op in chains.items():
+        text = ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items())
+        extra = reduction.get(dtype, {})
+        if extra:
+            text += "; plus the reduction at span n: " + ", ".join(f"{v:.3g} at {n}" for n, v in extra.items())
+        rows.append((dtype, text))
+    if budgets.get("rule"):
+        rows.append(("rule", budgets["rule"]))
+    return rows
 
 
 def _markdown(report, rows) -> str:

@@ -81,7 +81,7 @@ def test_torch_rms_norms_round_once_like_olmo2(report):
 def judge(out, case: Case, inputs=None) -> judging.Measurement:
     inputs = inputs or case.inputs()
     ref = oracle.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
-    return judging.judge(to_numpy(out), ref, get_format(case.dtype), budget_for(case.dtype, case.op))
+    return judging.judge(to_numpy(out), ref, get_format(case.dtype), budget_for(case.dtype, case.op, case.span))
 
 
 def test_not_declared_for_llama_cast_yet_within_budget():

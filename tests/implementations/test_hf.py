@@ -101,7 +101,7 @@ def run_adapter(adapter, case: Case, inputs: CaseInputs | None = None) -> np.nda
 
 def judged(out: np.ndarray, case: Case, inputs: CaseInputs) -> judge.Measurement:
     ref = oracle.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
-    return judge.judge(out, ref, get_format(case.dtype), budget_for(case.dtype, case.op), case.num_heads, case.op)
+    return judge.judge(out, ref, get_format(case.dtype), budget_for(case.dtype, case.op, case.span), case.num_heads, case.op)
 
 
 def test_olmo2_full_vector_qk_norm_differs_visibly_from_per_head(families):

@@ -55,16 +55,11 @@ def ulp_error(out: np.ndarray, ref: np.ndarray, dtype: str, op: str = "", num_he
 
 
 def budget(case: Case) -> float:
-    if case.op == "qk_norm_rope":  # two products and a sum after the norm: budgets.py derives it
-        return budget_for(case.dtype, case.op)
-    if case.dtype == "float32":
+    """The harness's budget (harness/data/budgets.py), except in float32, where jax_own's XLA sums
+    are tree-shaped and land within 16 ulp: tighter than the budget, which admits sequential sums."""
+    if case.dtype == "float32" and case.op != "qk_norm_rope":
         return 16.0
-    if case.op == "gated_rms_norm" and case.contract.cast == "llama":
-        # three roundings to the dtype (y, w * y, then * gate), each within u = 2^-p relative:
-        # 2u relative before the last one is < 2 ulp of the result, plus its own 0.5 ulp.
-        # numpy_own measures the same 2.25 ulp on gated_rms_norm@qwen3.5/bf16/.../tiny_rms:1e-4
-        return 2.5
-    return 2.0
+    return budget_for(case.dtype, case.op, case.span)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ def cases(dtype: str) -> list[Case]:
 
 def judged(out, case: Case, inputs: CaseInputs, contract=None) -> judge.Measurement:
     ref = oracle.evaluate(contract or case.contract, inputs.arrays, case.num_heads)
-    return judge.judge(out, ref, get_format(case.dtype), budget_for(case.dtype, case.op), case.num_heads, case.op)
+    return judge.judge(out, ref, get_format(case.dtype), budget_for(case.dtype, case.op, case.span), case.num_heads, case.op)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -132,7 +132,7 @@ def test_rope_then_norm_knob_matches_across_implementations(dtype):
     ref = oracle.evaluate(c, inputs.arrays, 4)
     for name, out in outs.items():
         m = judge.judge(out.astype(get_format(dtype).np_dtype), ref, get_format(dtype),
-                          budget_for(dtype, case.op), 4, case.op)
+                          budget_for(dtype, case.op, case.span), 4, case.op)
         assert m.outcome in PASSING, (name, m.max_ulp)
     if dtype != "float32":
         assert (outs["numpy"] == outs["torch"]).mean() >= 0.999
