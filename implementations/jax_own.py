@@ -102,7 +102,18 @@ def _inverse_scale(xs, c: Contract, dtype, eps):
     return 1.0 / inverse if c.inverted else inverse
 
 
+def _scaled_eps(xs, c: Contract, eps):
+    """eps scaled as the contract says (eps_scale: the span's width, or its max x^2), float32."""
+    if c.eps_scale == "span":
+        return eps * np.float32(xs.shape[-1])
+    if c.eps_scale == "max_square":
+        peak = jnp.max(jnp.abs(xs), axis=-1, keepdims=True)
+        return eps * peak * peak
+    return eps
+
+
 def _reciprocal_denominator(xs, c: Contract, dtype, eps):
+    eps = _scaled_eps(xs, c, eps)
     low = c.stats_dtype == "input"
     rnd = functools.partial(_round, dtype=dtype if low else jnp.float32)
     xs = rnd(xs)

@@ -43,7 +43,19 @@ def _inverse_scale(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
     return 1.0 / inverse if c.inverted else inverse
 
 
+def _eps(xs: np.ndarray, c: Contract) -> np.ndarray:
+    """eps in float32, scaled as the contract says (eps_scale: the span's width, or its max x^2)."""
+    eps = _F32(c.eps)
+    if c.eps_scale == "span":
+        return eps * _F32(xs.shape[-1])
+    if c.eps_scale == "max_square":
+        peak = np.abs(xs.astype(_F32)).max(-1, keepdims=True)
+        return eps * peak * peak
+    return eps
+
+
 def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
+    eps = _eps(xs, c)
     xs = xs.astype(dtype if c.stats_dtype == "input" else _F32)
     if c.statistic == "variance":
         xs = xs - xs.mean(-1, keepdims=True)
@@ -54,13 +66,13 @@ def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
     if c.statistic != "sum_square":
         stat = stat / xs.dtype.type(xs.shape[-1])
     stat = stat.astype(_F32)
-    if c.eps_placement == "inside":
-        return 1.0 / np.sqrt(stat + _F32(c.eps))
-    if c.eps_placement == "outside":
-        return 1.0 / (np.sqrt(stat) + _F32(c.eps))
-    if c.eps_placement == "clamp":
-        return 1.0 / np.maximum(np.sqrt(stat), _F32(c.eps))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore"):  # a zero span with no eps (or eps * max|x|^2 = 0): 1/0
+        if c.eps_placement == "inside":
+            return 1.0 / np.sqrt(stat + eps)
+        if c.eps_placement == "outside":
+            return 1.0 / (np.sqrt(stat) + eps)
+        if c.eps_placement == "clamp":
+            return 1.0 / np.maximum(np.sqrt(stat), eps)
         return 1.0 / np.sqrt(stat)
 
 

@@ -36,8 +36,14 @@ if TYPE_CHECKING:
 
 def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
               statistic: str = "mean_square", stats_dtype: torch.dtype | None = None,
-              inverted: bool = False) -> torch.Tensor:
-    """xf / denominator over the last dim, in float32 (the statistic in `stats_dtype` if given)."""
+              inverted: bool = False, eps_scale: str = "one") -> torch.Tensor:
+    """xf / denominator over the last dim, in float32 (the statistic in `stats_dtype` if given);
+    eps scaled by the span's width or its max x^2 when `eps_scale` says so (two real bugs)."""
+    if eps_scale == "span":
+        eps = torch.tensor(eps, dtype=torch.float32) * xf.shape[-1]
+    elif eps_scale == "max_square":
+        peak = xf.abs().amax(-1, keepdim=True)
+        eps = torch.tensor(eps, dtype=torch.float32) * peak * peak
     xs = xf if stats_dtype is None else xf.to(stats_dtype)
     if statistic == "variance":
         xs = xs - xs.mean(-1, keepdim=True)
@@ -67,15 +73,16 @@ class Normaliser(nn.Module):
     """The weightless part every norm shares: x / denominator, with the statistic knobs."""
 
     def __init__(self, eps: float = 1e-6, eps_placement: str = "inside",
-                 statistic: str = "mean_square", stats_dtype: str = "float32", inverted: bool = False):
+                 statistic: str = "mean_square", stats_dtype: str = "float32", inverted: bool = False,
+                 eps_scale: str = "one"):
         super().__init__()
         self.eps, self.eps_placement, self.statistic = eps, eps_placement, statistic
-        self.stats_dtype, self.inverted = stats_dtype, inverted
+        self.stats_dtype, self.inverted, self.eps_scale = stats_dtype, inverted, eps_scale
 
     def normalise(self, xf: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """xf (float32) normalised, float32; `dtype` is the input's, for low-precision statistics."""
         stats = dtype if self.stats_dtype == "input" else None
-        return normalise(xf, self.eps, self.eps_placement, self.statistic, stats, self.inverted)
+        return normalise(xf, self.eps, self.eps_placement, self.statistic, stats, self.inverted, self.eps_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.normalise(x.float(), x.dtype).to(x.dtype)
@@ -85,8 +92,9 @@ class L2Norm(Normaliser):
     """l2norm with every contract knob (the mutants change statistic and eps placement)."""
 
     def __init__(self, eps: float = 1e-6, eps_placement: str = "inside",
-                 statistic: str = "sum_square", stats_dtype: str = "float32", inverted: bool = False):
-        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted)
+                 statistic: str = "sum_square", stats_dtype: str = "float32", inverted: bool = False,
+                 eps_scale: str = "one"):
+        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted, eps_scale)
 
 
 class RMSNorm(Normaliser):
@@ -100,8 +108,8 @@ class RMSNorm(Normaliser):
     def __init__(self, dim: int, eps: float = 1e-6, weight_offset: float = 0.0, cast: str = "llama",
                  eps_placement: str = "inside", statistic: str = "mean_square",
                  stats_dtype: str = "float32", offset_dtype: str = "float32", dtype=None,
-                 inverted: bool = False):
-        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted)
+                 inverted: bool = False, eps_scale: str = "one"):
+        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted, eps_scale)
         # initialised to the identity scale: 1 for plain gamma, 0 for zero-centred
         self.weight = nn.Parameter(torch.full((dim,), 1.0 - weight_offset, dtype=dtype))
         self.weight_offset, self.cast, self.offset_dtype = weight_offset, cast, offset_dtype
@@ -236,7 +244,7 @@ class QKNormRoPE(nn.Module):
 def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) -> nn.Module:
     """The module for `op` with every knob of contract `c`, weights in `dtype`."""
     stats = dict(eps=c.eps, eps_placement=c.eps_placement, statistic=c.statistic,
-                 stats_dtype=c.stats_dtype, inverted=c.inverted)
+                 stats_dtype=c.stats_dtype, inverted=c.inverted, eps_scale=c.eps_scale)
     if op == "l2_norm":
         return L2Norm(**stats)
     knobs = dict(stats, weight_offset=c.weight_offset, cast=c.cast, offset_dtype=c.offset_dtype,

@@ -20,8 +20,13 @@ def _get(row, key, default=None):
 
 
 def figures(row) -> str:
-    """'max 121 ulp (budget 2), rel_l2 0.41' for a row that returned an output; '' otherwise."""
+    """'max 121 ulp (budget 2), rel_l2 0.41' for a row that returned an output; for a NaN/Inf
+    mismatch what is non-finite first; '' for a row without an output."""
     ulp = _get(row, "max_ulp")
+    if str(_get(row, "outcome", "")) == "nan_mismatch":
+        nan, inf = int(_get(row, "nan_count", 0) or 0), int(_get(row, "inf_count", 0) or 0)
+        said = f"{nan} NaN and {inf} Inf in the output"
+        return said + (f"; its finite elements within {number(ulp)} ulp" if ulp is not None and ulp == ulp else "")
     if ulp is None or ulp != ulp:
         return ""
     text = f"max {number(ulp)} ulp (budget {number(_get(row, 'tolerance_ulp'), missing='n/a')})"

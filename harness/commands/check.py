@@ -3,7 +3,14 @@ convention it claims, and say whether it agrees and, if not, which bug it has.
 
 The cases are all of the suite's cases for the op, re-targeted to the claimed convention (the same
 inputs, judged against that convention's contract), so a convention with few cases of its own in
-the suite is still checked over every regime.
+the suite is still checked over every regime. Each runs at its own eps: the convention's config eps,
+or `eps` when given (the user's model eps), and the other eps values the suite has.
+
+Verdicts, and the exit status each gives:
+  agrees     0  every case that ran agrees (rows a known finding explains count as agreeing)
+  disagrees  1  some case disagrees (with a diagnosis)
+  error      2  nothing ran: the target cannot be loaded or called (the reason is said)
+  partial    3  everything that ran agrees, and some cases could not run (each named with why)
 """
 from __future__ import annotations
 
@@ -18,67 +25,85 @@ from normdiff.harness import api
 from normdiff.harness.commands import diagnosis
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, PASSING
+from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
+from normdiff.harness.engine.tables import explained
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
+from normdiff.text import number
+
+EXIT_CODES = {"agrees": 0, "disagrees": 1, "error": 2, "partial": 3}
 
 
 @dataclass
 class CheckResult:
-    verdict: str  # agrees | disagrees | error
+    verdict: str  # agrees | disagrees | partial | error
     op: str
     convention: str
     implementation: str
     framework: str
     cases: dict
-    diagnosis: list = field(default_factory=list)
+    diagnosis: diagnosis.Diagnosis = field(default_factory=diagnosis.Diagnosis)
     worst_case: dict = field(default_factory=dict)
+    margin: dict = field(default_factory=dict)  # an agreeing check's worst case against its budget
+    not_run: list = field(default_factory=list)  # {dtype, cases, reason}: cases that could not run
+    output_dtype: str = ""  # when it is not the input's
     message: str = ""
     report: object = None  # the full Report, for the curious
 
     @property
     def exit_code(self) -> int:
-        return {"agrees": 0, "disagrees": 1}.get(self.verdict, 2)
+        return EXIT_CODES.get(self.verdict, 2)
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "op": self.op, "convention": self.convention,
+        return {"verdict": self.verdict, "exit_code": self.exit_code, "op": self.op, "convention": self.convention,
                 "implementation": self.implementation, "framework": self.framework, "cases": self.cases,
-                "diagnosis": [m.as_dict() for m in self.diagnosis], "worst_case": self.worst_case,
+                "diagnosis": [m.as_dict() for m in self.diagnosis.matches],
+                "fits": [f.as_dict() for f in self.diagnosis.fits], "worst_case": self.worst_case,
+                "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
                 "message": self.message}
 
 
-def check_suite(suite: str, op: str, convention: str) -> suites.Suite:
+def check_suite(suite: str, op: str, convention: str, eps: float | None = None) -> suites.Suite:
+    """The suite's cases of `op`, re-targeted to `convention`; at `eps` where they run at their
+    convention's config eps (the user's model eps), their own eps elsewhere."""
     full = suites.load(suite)
     cases: dict[str, Case] = {}
     for c in full.cases:
         if c.op == op:
-            case = dataclasses.replace(c, convention=convention)
+            case = dataclasses.replace(c, convention=convention, eps=c.eps if c.eps is not None else eps)
             cases.setdefault(case.id, case)
     if not cases:
         raise UsageError(f"suite {full.name!r} has no {op} cases")
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
 
 
-def check(impl: Implementation, suite: str = "default", timeout: float = 60.0) -> CheckResult:
+def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, eps: float | None = None) -> CheckResult:
     ((op, convention),) = impl.op_conventions
-    report = api.run_suite(check_suite(suite, op, convention), [impl], timeout=timeout, keep_outputs=True)
+    report = api.run_suite(check_suite(suite, op, convention, eps), [impl], timeout=timeout, keep_outputs=True)
     rows = report.results
     outcome = rows["outcome"].astype(str)
-    counts = {"total": len(rows), "agree": int(outcome.isin(PASSING).sum()),
-              "disagree": int(outcome.isin(DISAGREEING).sum()), "error": int(outcome.isin(FAILED_TO_RUN).sum())}
+    known = explained(rows)
+    failed, disagreeing = outcome.isin(FAILED_TO_RUN), outcome.isin(DISAGREEING) & ~known
+    counts = {"total": len(rows), "agree": int((outcome.isin(PASSING) | (known & ~failed)).sum()),
+              "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
+              "error": int(failed.sum()), "known_finding": int(known.sum())}
     result = CheckResult("agrees", op, convention, impl.name, impl.framework, counts, report=report)
+    result.output_dtype = _output_dtype(rows)
     if counts["error"] == counts["total"]:  # nothing ran: the target cannot be loaded or called
         result.verdict, result.message = "error", _first_detail(rows)
         return result
-    if counts["disagree"] or counts["error"]:
+    result.not_run = _not_run(rows[failed])
+    if counts["disagree"]:
         result.verdict = "disagrees"
-        bad = rows[outcome.isin(DISAGREEING)]
+        bad = rows[disagreeing]
         outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
-        result.diagnosis = diagnosis.diagnose(outputs, op, convention) if outputs else []
-        result.worst_case = _worst(rows[~outcome.isin(PASSING)], report, impl.name)
-        if counts["error"]:
-            result.message = f"{counts['error']} case(s) failed to run: {_first_detail(rows[outcome.isin(FAILED_TO_RUN)])}"
+        result.diagnosis = diagnosis.diagnose(outputs, op, convention) if outputs else diagnosis.Diagnosis()
+        result.worst_case = _worst(rows[disagreeing | failed], report, impl.name)
+    elif counts["error"]:
+        result.verdict = "partial"
+    if result.verdict != "disagrees":
+        result.margin = _margin(rows[~failed])
     return result
 
 
@@ -87,8 +112,39 @@ def _first_detail(rows) -> str:
     return details[0] if details else "the implementation produced no output"
 
 
+def _not_run(failed) -> list[dict]:
+    """The cases that could not run, grouped by dtype and reason."""
+    groups = failed.assign(reason=[messages.detail(r) or str(r["outcome"]) for _, r in failed.iterrows()])
+    return [{"dtype": dtype, "cases": int(len(g)), "reason": reason, "example": str(g["case_id"].iloc[0])}
+            for (dtype, reason), g in groups.groupby(["dtype", "reason"], sort=True)]
+
+
+def _output_dtype(rows) -> str:
+    ran = rows[rows["output_dtype"].fillna("").astype(str) != ""]
+    other = ran[ran["output_dtype"].astype(str) != ran["dtype"].astype(str)]
+    if other.empty:
+        return ""
+    pairs = sorted({f"{o} for {i} input" for o, i in zip(other["output_dtype"], other["dtype"])})
+    return "returns " + ", ".join(pairs)
+
+
+def _margin(ran) -> dict:
+    judged = ran[ran["max_ulp"].notna() & (ran["tolerance_ulp"] > 0)]
+    if judged.empty:
+        return {}
+    share = judged["max_ulp"] / judged["tolerance_ulp"]
+    top = judged.loc[share.idxmax()]
+    return {"worst_ulp": float(top["max_ulp"]), "budget_ulp": float(top["tolerance_ulp"]),
+            "share_of_budget": float(share.max()), "case_id": str(top["case_id"]),
+            "identical": int((ran["outcome"].astype(str) == "identical").sum()), "of": int(len(ran))}
+
+
 def _worst(rows, report, impl: str) -> dict:
-    worst = rows.sort_values("max_ulp", ascending=False, na_position="first").iloc[0]
+    """The worst row: the worst outcome (a NaN where the reference is finite beats any finite
+    error), then the largest error."""
+    rank = rows["outcome"].astype(str).map({o: i for i, o in enumerate(OUTCOMES)})
+    worst = (rows.assign(_rank=rank).sort_values(["_rank", "max_ulp"], ascending=[False, False], na_position="first")
+             .iloc[0])
     info = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in worst[
         ["case_id", "outcome", "max_ulp", "rel_l2", "max_abs", "cosine", "detail"]].items()}
     info["replay"] = f"Case.from_id({worst['case_id']!r}).inputs()"
@@ -102,29 +158,51 @@ def describe(result: CheckResult, target: str) -> str:
     head = f"normdiff check {target}: {result.op}@{result.convention} ({result.framework})"
     if result.verdict == "error":
         return f"{head}\n  cannot run it: {result.message}"
+    known = f", {c['known_finding']} explained by a known finding" if c.get("known_finding") else ""
     lines = [head, f"  {result.verdict.upper()}: {c['agree']} of {c['total']} cases agree, {c['disagree']} disagree, "
-                   f"{c['error']} failed to run"]
-    if result.message:
-        lines.append(f"  {result.message}")
-    if result.diagnosis:
-        best = result.diagnosis[0]
-        lines.append(f"  diagnosis: looks like {best.name} -- matches {best.matched} of the {best.of} disagreeing "
-                     "cases examined, within rounding")
-        if best.symptom:
-            lines.append(f"    {best.symptom}")
-        lines.append(f"    fix: {best.fix}")
-        lines += [f"    also possible: {m.name} ({m.matched}/{m.of})" for m in result.diagnosis[1:3]]
-    elif result.verdict == "disagrees":
-        lines.append("  diagnosis: no catalogued bug, single knob change or other convention matches its outputs")
+                   f"{c['error']} could not run{known}"]
+    for group in result.not_run:
+        lines.append(f"  could not run, {group['dtype']} ({group['cases']} case(s), e.g. {group['example']}): "
+                     f"{group['reason']}")
+    if result.output_dtype:
+        lines.append(f"  output dtype: {result.output_dtype}")
+    if result.margin:
+        m = result.margin
+        lines.append(f"  margin: worst {number(m['worst_ulp'])} ulp against a budget of {number(m['budget_ulp'])} "
+                     f"({m['case_id']}); {m['identical']} of {m['of']} cases bit-identical to the exact result rounded")
+    lines += _diagnosis_lines(result)
     w = result.worst_case
     if w:
         lines.append(f"  worst case: {w['headline']}")
         if "x" in w:
-            fmt = lambda v: " ".join(f"{a:>10.4g}" for a in v)
+            fmt = lambda v: " ".join(f"{a:>10.4g}" for a in v)  # noqa: E731
             lines += [f"    row {w['row']}, columns {', '.join(w['columns'])}", f"    x          {fmt(w['x'])}",
                       f"    reference  {fmt(w['reference'])}", f"    yours      {fmt(w['yours'])}",
                       f"    ulp error  {fmt(w['ulp_error'])}"]
     return "\n".join(lines)
+
+
+def _diagnosis_lines(result: CheckResult) -> list[str]:
+    d = result.diagnosis
+    if result.verdict != "disagrees":
+        return []
+    lines = [f"  fitted: {f.says}" for f in d.fits]
+    if d.matches:
+        best = d.matches[0]
+        if best.convincing:
+            lines.append(f"  diagnosis: looks like {best.name} -- matches {best.matched} of the {best.of} disagreeing "
+                         "cases examined, within rounding")
+        else:
+            lines.append(f"  diagnosis: closest is {best.name}, which explains only {best.matched} of the {best.of} "
+                         "disagreeing cases examined")
+        if best.symptom:
+            lines.append(f"    {best.symptom}")
+        lines.append(f"    fix: {best.fix}")
+        lines += [f"    also possible: {m.name} ({m.matched}/{m.of})" for m in d.matches[1:3]]
+    elif not d.fits:
+        lines.append("  diagnosis: no catalogued bug, single knob change, other convention or fitted eps, scale or "
+                     "statistic matches its outputs")
+    return lines
 
 
 __all__ = ["check", "CheckResult", "describe", "TargetError"]

@@ -1,7 +1,9 @@
 """The `normdiff` command line. Exit codes: 0 all agree, 1 a non-mutant implementation disagrees
 (or, with --baseline, a regression since the baseline), 2 usage error (unknown suite, op,
-convention or implementation; malformed suite file; unusable baseline file), 70 an internal error
-(a bug in normdiff: the traceback is printed so that it can be reported).
+convention or implementation; malformed suite file; unusable baseline file; for `check`, a target
+that cannot run at all), 3 for `check` a partial result (everything that ran agrees, some cases
+could not run), 70 an internal error (a bug in normdiff: the traceback is printed so that it can be
+reported).
 
 Subcommands import what they need when they run, so `normdiff list` never pays for pandas or a
 framework.
@@ -51,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--framework", choices=list(user_frameworks()), help="force the framework (default: detected)")
     check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
                                          "INPUT.safetensors OUTPUT.safetensors appended (README)")
+    check.add_argument("--eps", type=float, help="your model's eps: the cases that run at the convention's config "
+                                                 "eps run at this one (the suite's other eps values still run)")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object")
     explain = sub.add_parser("explain", help="teaching view of a catalogued bug (no argument: the table)")
@@ -141,7 +145,7 @@ def _check(args) -> int:
             impl = usercode.user_implementation(args.target, args.op, args.convention, args.framework)
         else:
             raise usercode.TargetError("nothing to check: give FILE.py:NAME or --command")
-        result = check.check(impl, args.suite, timeout=args.timeout)
+        result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps)
     except usercode.TargetError as exc:
         result = check.CheckResult("error", args.op, args.convention, str(target),
                                    "command" if args.command else (args.framework or "detected"),

@@ -1,23 +1,35 @@
 """Diagnosis: which wrong contract does a disagreeing implementation actually compute?
 
-Conventions and bugs share one knob space, so diagnosis is a search: every single-knob variant of
-the convention's contract (the catalogued bugs among them), the other conventions' contracts for
-the op, and, when no single change explains everything, pairs of the best single changes. Each
-candidate is computed in the case dtype by our NumPy implementation (which honours every knob,
-rounding knobs included) and compared with the implementation's outputs on the cases where it
-disagrees. The candidate matching the most cases within rounding wins; ties go to the one with fewer knobs
-turned, then to the closer one.
+Two views of the same outputs.
+
+The knob search. Conventions and bugs share one knob space, so it is a search: every single-knob
+variant of the convention's contract (the catalogued bugs among them), the other conventions'
+contracts for the op, and pairs of the best single changes. Each candidate is computed on every
+examined case, at that case's own eps, by our NumPy implementation (which honours every knob,
+rounding knobs included), and explains a case when it lands within the budget (plus the 1 ulp two
+rounded outputs may be apart) of the implementation's output there, and closer than the convention
+itself (by the max ULP distance, then the mean: a fixed per-channel error moves every element). A candidate that is bit-identical to the convention on every examined case changes nothing
+and is dropped. The most cases explained wins; ties go to fewer knobs turned, then to the closer. A
+pair is shown only when it explains clearly more than its best single change (at least
+PAIR_MARGIN of the cases more), and says so. "Looks like" needs COVERAGE of the examined cases;
+below it the best is only "closest". A change equal to a catalogued bug's (the same knob moved from
+the same value to the same value, whatever the op and convention) carries the bug's id.
+
+The fits (fitting.py): the effective eps, per-channel scale and statistic the outputs imply, for
+mistakes no discrete knob names (eps times the width, an inflated eps).
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from normdiff.cases.model import Case
+from normdiff.harness.commands import fitting
 from normdiff.harness.data.budgets import budget_for
-from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.bugs import BUGS, Bug
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import get_format
@@ -25,9 +37,10 @@ from normdiff.harness.data.knobs import DERIVED_KNOBS, KNOBS
 from normdiff.harness.engine.judge import ulp_distance
 from normdiff.implementations import numpy_own
 
-MAX_CASES = 30  # disagreeing cases examined per candidate, spread over regimes and dtypes
-PAIR_SEEDS = 8  # pairs are formed from this many best single changes
-
+MAX_CASES = 30  # disagreeing cases examined per candidate, spread over regimes, dtypes and eps
+PAIR_SEEDS = 8  # pairs start from this many best single changes, each paired with every other
+PAIR_MARGIN = 0.1  # a pair must explain this share of the examined cases more than its best single
+COVERAGE = 0.5  # "looks like" needs this share of the examined cases explained
 
 
 def tried_knobs(contract: Contract) -> dict[str, tuple]:
@@ -37,43 +50,9 @@ def tried_knobs(contract: Contract) -> dict[str, tuple]:
             if name not in DERIVED_KNOBS and KNOBS[name].candidates}
 
 
-# one line per knob: how to write it the way the convention means
-FIXES = {
-    "weight_offset": lambda v, c: {0.0: "multiply by w, not (1 + w): this convention stores the plain gamma",
-                                   1.0: "multiply by (1 + w): the stored weight is zero-centred (w - 1)"}.get(
-        v, f"multiply by ({v:g} + w)"),
-    "eps_placement": lambda v, c: {"inside": f"put eps inside the square root: x * rsqrt({_stat(c)} + eps)",
-                                   "clamp": "divide by max(norm, eps)"}.get(v, f"eps placement {v}"),
-    "eps": lambda v, c: f"use eps = {v:g} (the model config's value)",
-    "statistic": lambda v, c: f"normalise by {_stat(c)} (no mean subtracted)",
-    "scope": lambda v, c: ("normalise each head's head_dim slice: view x as (..., heads, head_dim) first"
-                           if v == "head" else "normalise the whole H*D vector at once, as OLMo2 does"),
-    "gate_activation": lambda v, c: f"gate with {v}(z)",
-    "gate_order": lambda v, c: ("normalise x first, then multiply by the gate" if v == "norm_then_gate"
-                                else "multiply x by the gate, then normalise"),
-    "cast": lambda v, c: ("round the normalised value to the input dtype, then multiply by the weight (Llama cast)"
-                          if v == "llama" else "multiply by the weight in float32 and round once at the end"),
-    "stats_dtype": lambda v, c: f"compute {_stat(c)} in float32: x.float()",
-    "offset_dtype": lambda v, c: "compute 1 + w in float32: (1 + w.float())",
-    "inverted": lambda v, c: "divide by the RMS (multiply by rsqrt), do not multiply by it",
-    "rope_order": lambda v, c: "apply the norm before RoPE",
-    "weight_span": lambda v, c: f"the weight spans the {v}",
-}
-
-
-def _stat(c: Contract) -> str:
-    return "sum(x^2)" if c.statistic == "sum_square" else "mean(x^2)"
-
-
-def fix_for(knob: str, right, contract: Contract) -> str:
-    """How to write `knob` the way the convention means (its right value is `right`)."""
-    return FIXES.get(knob, lambda v, c: f"{knob} = {v!r}")(right, contract)
-
-
 @dataclass
 class Candidate:
     name: str  # a bug id, "convention NAME", or the knobs turned
-    contract: Contract
     changes: dict
     symptom: str = ""
 
@@ -87,36 +66,83 @@ class Match:
     distance: float  # mean over matched cases of the max ULP distance to the candidate
     fix: str
     symptom: str = ""
+    explained: frozenset = frozenset()  # the indices of the examined cases it explains
+
+    @property
+    def share(self) -> float:
+        return self.matched / self.of if self.of else 0.0
+
+    @property
+    def convincing(self) -> bool:
+        return self.share >= COVERAGE
 
     def as_dict(self) -> dict:
         return {"bug": self.name, "matched": self.matched, "of": self.of, "changes": self.changes,
-                "fix": self.fix, "symptom": self.symptom, "mean_ulp_distance": self.distance}
+                "fix": self.fix, "symptom": self.symptom, "mean_ulp_distance": self.distance,
+                "convincing": self.convincing}
+
+
+@dataclass
+class Diagnosis:
+    matches: list[Match] = field(default_factory=list)  # best first
+    fits: list[fitting.Fit] = field(default_factory=list)
+    examined: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.matches or self.fits)
+
+    def as_dict(self) -> dict:
+        return {"matches": [m.as_dict() for m in self.matches], "fits": [f.as_dict() for f in self.fits],
+                "examined": self.examined}
+
+
+def catalogued(changes: dict, base: Contract) -> Bug | None:
+    """The catalogued bug whose change this is: the same knobs moved from the same values (the base's)
+    to the same values, under any op or convention."""
+    for bug in BUGS.values():
+        if bug.changes.keys() != changes.keys() or any(bug.changes[k] != v for k, v in changes.items()):
+            continue
+        home = get_contract(bug.op, bug.convention)
+        if all(getattr(home, k) == getattr(base, k) for k in changes if k != "eps"):
+            return bug
+    return None
+
+
+def fix_for(changes: dict, base: Contract, convention: str) -> str:
+    """What the change is, in words: what the code does, and what the convention does instead."""
+    return "; ".join(f"yours: {KNOBS[k].text(v)}; {convention}: {_base_text(k, base)}" for k, v in changes.items())
+
+
+def _base_text(knob: str, base: Contract) -> str:
+    if knob == "eps":
+        return "the model's eps, whatever it is (the case gives it)"
+    return KNOBS[knob].text(getattr(base, knob))
 
 
 def candidates(op: str, convention: str) -> list[Candidate]:
     base = get_contract(op, convention)
-    bugs = {tuple(sorted(b.changes.items())): b for b in BUGS.values() if (b.op, b.convention) == (op, convention)}
-    found: dict[Contract, Candidate] = {}
+    found: dict[tuple, Candidate] = {}
 
     def add(changes: dict, name: str = "", symptom: str = ""):
-        contract = base.replace(**changes)
-        if contract == base or contract in found:
+        key = tuple(sorted(changes.items()))
+        if not changes or key in found:
             return
-        bug = bugs.get(tuple(sorted(changes.items())))
-        if bug:
+        bug = catalogued(changes, base)
+        if bug is not None:
             name, symptom = bug.id, bug.symptom
-        found[contract] = Candidate(name or ", ".join(f"{k}={v!r}" for k, v in changes.items()),
-                                    contract, changes, symptom)
+        found[key] = Candidate(name or ", ".join(f"{k}={v!r}" for k, v in changes.items()), dict(changes), symptom)
 
-    for bug in bugs.values():
-        add(dict(bug.changes))
+    for bug in BUGS.values():
+        if (bug.op, bug.convention) == (op, convention):
+            add(dict(bug.changes))
     for knob, values in tried_knobs(base).items():
         for value in values:
-            add({knob: value})
+            if knob == "eps" or value != getattr(base, knob):
+                add({knob: value})
     for conv in CONVENTIONS.values():
         other = conv.contracts.get(op)
-        if conv.name != convention and other is not None and other != base:
-            changes = {k: v for k, v in other.knobs().items() if base.knobs()[k] != v}
+        if conv.name != convention and other is not None:
+            changes = {k: v for k, v in other.knobs().items() if base.knobs()[k] != v and k != "eps"}
             add(changes, f"convention {conv.name}", f"you implemented {conv.name}'s {op}: {conv.summary}")
     return list(found.values())
 
@@ -127,54 +153,103 @@ def _distance(a: np.ndarray, b: np.ndarray, fmt) -> float:
     return dist if same else float("inf")
 
 
+def _mean_distance(a: np.ndarray, b: np.ndarray, fmt) -> float:
+    """Mean ULP distance over the elements both have finite: what tells a fixed per-channel error
+    (every element an ulp off) from rounding noise (a few)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
+        return 0.0
+    return float(np.mean(np.abs(x[ok] - y[ok]) / fmt.ulp(np.maximum(np.abs(x[ok]), np.abs(y[ok])))))
+
+
 def _spread(case_ids: list[str]) -> list[str]:
-    """Up to MAX_CASES ids, taken round-robin over (dtype, regime) so no regime crowds out another."""
+    """Up to MAX_CASES ids, taken round-robin over (dtype, regime, eps) so none crowds out another."""
     groups: dict[tuple, list[str]] = {}
     for cid in case_ids:
         c = Case.from_id(cid)
-        groups.setdefault((c.dtype, c.regime), []).append(cid)
+        groups.setdefault((c.dtype, c.regime, c.eps), []).append(cid)
     picked = []
     for batch in itertools.zip_longest(*groups.values()):
         picked += [cid for cid in batch if cid]
     return picked[:MAX_CASES]
 
 
-def diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int = 5) -> list[Match]:
-    """`outputs`: case id -> the implementation's output, for the cases where it disagrees."""
-    ids = _spread(sorted(outputs))
-    cases = [(cid, Case.from_id(cid)) for cid in ids]
-    inputs = {cid: c.inputs() for cid, c in cases}
-    base = get_contract(op, convention)
+class _Examined:
+    """The examined cases, their inputs, the implementation's outputs and the convention's own
+    (NumPy) outputs, with a candidate's outputs computed on demand at each case's eps."""
 
-    def score(cand: Candidate) -> Match:
-        matched, dists = 0, []
-        for cid, case in cases:
+    def __init__(self, outputs: dict[str, np.ndarray], op: str):
+        self.op = op
+        self.cases = [Case.from_id(cid) for cid in _spread(sorted(outputs))]
+        self.inputs = [c.inputs() for c in self.cases]
+        self.outputs = [outputs[c.id] for c in self.cases]
+        self.base = [self.run(c, i, {}) for c, i in zip(self.cases, self.inputs)]
+
+    def run(self, case: Case, inputs, changes: dict) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return numpy_own.run(self.op, case.contract.replace(**changes), inputs)
+
+    def score(self, cand: Candidate, base: Contract, convention: str, only=None) -> Match | None:
+        """None when the candidate is bit-identical to the convention on every examined case.
+        `only`: the indices of the cases to score it on (default: all)."""
+        matched, dists, explained, differs = 0, [], set(), False
+        picked = range(len(self.cases)) if only is None else only
+        for i in picked:
+            case, inputs, out, mine = self.cases[i], self.inputs[i], self.outputs[i], self.base[i]
+            expected = self.run(case, inputs, cand.changes)
+            differs = differs or not np.array_equal(expected, mine, equal_nan=True)
             fmt = get_format(case.dtype)
-            with np.errstate(all="ignore"):
-                expected = numpy_own.run(op, cand.contract, inputs[cid])
-            d = _distance(outputs[cid], expected, fmt)
-            if d <= budget_for(case.dtype, op, case.span) + 1.0:  # both sides rounded: one ulp of slack
+            d, mean = _distance(out, expected, fmt), _mean_distance(out, expected, fmt)
+            if d <= budget_for(case.dtype, self.op, case.span) + 1.0 and \
+                    (d, mean) < (_distance(out, mine, fmt), _mean_distance(out, mine, fmt)):
                 matched += 1
                 dists.append(d)
-        fix = "; ".join(fix_for(k, getattr(base, k), base) for k in cand.changes)
-        return Match(cand.name, cand.changes, matched, len(cases), float(np.mean(dists)) if dists else float("inf"),
-                     fix, cand.symptom)
-
-    singles = [score(c) for c in candidates(op, convention)]
-    ranked = sorted(singles, key=_rank)
-    if ranked and ranked[0].matched < len(cases):
-        ranked = sorted(ranked + _pairs(ranked[:PAIR_SEEDS], base, score), key=_rank)
-    return [m for m in ranked if m.matched][:top]
+                explained.add(i)
+        if not differs:
+            return None
+        return Match(cand.name, cand.changes, matched, len(picked),
+                     float(np.mean(dists)) if dists else float("inf"), fix_for(cand.changes, base, convention),
+                     cand.symptom, frozenset(explained))
 
 
-def _pairs(seeds: list[Match], base: Contract, score) -> list[Match]:
-    out = []
-    for a, b in itertools.combinations([s for s in seeds if s.matched], 2):
-        if set(a.changes) & set(b.changes):
-            continue
-        changes = {**a.changes, **b.changes}
-        out.append(score(Candidate(f"{a.name} + {b.name}", base.replace(**changes), changes,
-                                   "two changes at once")))
+def diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int = 5) -> Diagnosis:
+    """`outputs`: case id -> the implementation's output, for the cases where it disagrees."""
+    examined = _Examined(outputs, op)
+    base = get_contract(op, convention)
+    singles = [m for m in (examined.score(c, base, convention) for c in candidates(op, convention)) if m]
+    ranked = sorted((m for m in singles if m.matched), key=_rank)
+    n = len(examined.cases)
+    if ranked and ranked[0].matched < n:
+        pairs = [p for p in _pairs(ranked[:PAIR_SEEDS], singles, examined, base, convention)
+                 if p.matched >= ranked[0].matched + max(2, math.ceil(PAIR_MARGIN * n))]
+        ranked = sorted(ranked + pairs, key=_rank)
+    fits = fitting.fit(list(zip(examined.cases, examined.inputs, examined.outputs)))
+    return Diagnosis(ranked[:top], fits, n)
+
+
+def _pairs(seeds: list[Match], singles: list[Match], examined: _Examined, base: Contract,
+           convention: str) -> list[Match]:
+    """Each seed (a single change that explains some cases) with every other single change: tried
+    first on the cases the seed leaves unexplained (the other half of a two-change bug may explain
+    no case on its own), and scored in full when it explains at least half of those."""
+    out, tried = [], set()
+    for a in seeds:
+        rest = [i for i in range(len(examined.cases)) if i not in a.explained]
+        for b in singles:
+            key = frozenset({a.name, b.name})
+            if b is a or key in tried or set(a.changes) & set(b.changes):
+                continue
+            tried.add(key)
+            candidate = Candidate(f"{a.name} + {b.name}", {**a.changes, **b.changes})
+            first = examined.score(candidate, base, convention, only=rest)
+            if first is None or first.matched < max(1, len(rest) / 2):
+                continue
+            m = examined.score(candidate, base, convention)
+            if m is not None and m.matched:
+                m.symptom = (f"two changes at once: explains {m.matched - a.matched} more of the {m.of} cases "
+                             f"than {a.name} alone")
+                out.append(m)
     return out
 
 

@@ -17,7 +17,8 @@ class Checker:
     def __init__(self, suite: str = "default", timeout: float = 60.0):
         self.suite, self.timeout = suite, timeout
 
-    def check(self, fn, op: str, convention: str, suite: str | None = None, framework: str | None = None):
+    def check(self, fn, op: str, convention: str, suite: str | None = None, framework: str | None = None,
+              eps: float | None = None):
         """Run `fn` (a module-level function or class, or a 'FILE.py:NAME' target) and fail the test
         unless it agrees with the convention; returns the CheckResult."""
         from normdiff.harness.commands import check, usercode
@@ -25,7 +26,7 @@ class Checker:
         target = fn if isinstance(fn, str) else target_of(fn)
         try:
             impl = usercode.user_implementation(target, op, convention, framework)
-            result = check.check(impl, suite or self.suite, timeout=self.timeout)
+            result = check.check(impl, suite or self.suite, timeout=self.timeout, eps=eps)
         except usercode.TargetError as exc:
             pytest.fail(f"normdiff cannot run {target}: {exc}", pytrace=False)
         if result.verdict != "agrees":

@@ -22,6 +22,8 @@ class Contract:
 
     Exact maths (what the float64 oracle evaluates):
       stat  = mean(x^2) | sum(x^2) | mean((x - mean x)^2)      over `scope`
+      eps  *= 1 | n | max(x^2)           (eps_scale "one"; "span": the normalised width n;
+                                          "max_square": over the span, an anti-overflow rescale)
       y     = x / sqrt(stat + eps)       (eps_placement "inside";
               x / (sqrt(stat) + eps) "outside"; x / max(sqrt(stat), eps) "clamp"; none: no eps;
                                           `inverted` multiplies by the denominator instead)
@@ -53,6 +55,7 @@ class Contract:
     eps: float = 1e-6
     weight_offset: float = 0.0
     eps_placement: str = "inside"
+    eps_scale: str = "one"
     statistic: str = "mean_square"
     # ops over heads only: the span normalised ("head": each head_dim slice; "full": all H*D) and
     # the span the weight covers ("head": shape (head_dim,), shared by heads; "full": shape (H*D,)).
@@ -98,8 +101,9 @@ class Contract:
         groups that apply to the op."""
         applies = self.record.applies
         stat = {"mean_square": "mean(x^2)", "sum_square": "sum(x^2)", "variance": "var(x)"}[self.statistic]
-        norm = {"inside": f"x * rsqrt({stat} + eps)", "outside": f"x / (sqrt({stat}) + eps)",
-                "clamp": f"x / max(sqrt({stat}), eps)", "none": f"x * rsqrt({stat})"}[self.eps_placement]
+        eps = {"one": "eps", "span": "n*eps", "max_square": "eps*max(x^2)"}[self.eps_scale]
+        norm = {"inside": f"x * rsqrt({stat} + {eps})", "outside": f"x / (sqrt({stat}) + {eps})",
+                "clamp": f"x / max(sqrt({stat}), {eps})", "none": f"x * rsqrt({stat})"}[self.eps_placement]
         if self.inverted:
             norm = f"x / ({norm.replace('x * ', '', 1).replace('x / ', '1 / ', 1)})"
         gated = applies("gate_order")

@@ -17,10 +17,22 @@ class Knob:
     values: tuple = ()  # the legal values of a discrete knob; () for a continuous one
     tried: tuple = ()  # what diagnosis tries (discrete knobs: every legal value)
     summary: str = ""
+    says: dict = None  # value -> what code with that value does, in words (diagnosis' messages)
 
     @property
     def candidates(self) -> tuple:
         return self.tried or self.values
+
+    def text(self, value) -> str:
+        """What code with this knob at `value` does, as a person would say it."""
+        said = (self.says or {}).get(value)
+        if said:
+            return said
+        if self.name == "eps":
+            return f"eps = {value:g}, whatever the model's eps is"
+        if self.name == "weight_offset":
+            return f"({value:g} + w) as the scale"
+        return f"{self.name} = {value!r}"
 
 
 # Groups: which part of an op a knob belongs to. An op record lists the groups that apply to it.
@@ -34,21 +46,45 @@ ROPE = "rope"  # ops that rotate: order and base
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
-        Knob("weight_offset", WEIGHT, tried=(0.0, 1.0, 2.0), summary="y * (offset + w)"),
+        Knob("weight_offset", WEIGHT, tried=(0.0, 1.0, 2.0), summary="y * (offset + w)",
+             says={0.0: "w itself as the scale (plain gamma)", 1.0: "(1 + w) as the scale (zero-centred storage)",
+                   2.0: "(2 + w) as the scale (the +1 applied twice)"}),
         Knob("eps_placement", STATISTIC, ("inside", "outside", "clamp", "none"),
-             summary="sqrt(stat + eps) | sqrt(stat) + eps | max(sqrt(stat), eps) | no eps"),
-        Knob("eps", STATISTIC, tried=(1e-5, 1e-6, 1e-8, 1e-12), summary="the epsilon's value"),
+             summary="sqrt(stat + eps) | sqrt(stat) + eps | max(sqrt(stat), eps) | no eps",
+             says={"inside": "eps inside the square root, x * rsqrt(stat + eps)",
+                   "outside": "eps outside the square root, x / (sqrt(stat) + eps)",
+                   "clamp": "the norm clamped at eps, x / max(sqrt(stat), eps)", "none": "no eps at all"}),
+        Knob("eps", STATISTIC, tried=(1e-5, 1e-6, 1e-7, 1e-8, 1e-12), summary="the epsilon's value"),
+        Knob("eps_scale", STATISTIC, ("one", "span", "max_square"),
+             summary="eps as given | eps * n (added to the mean where the sum is meant) | eps * max|x|^2",
+             says={"one": "eps as the model gives it",
+                   "span": "eps times the normalised width (eps added to the mean where the sum is meant)",
+                   "max_square": "eps times max|x|^2 (an anti-overflow rescale by max|x| around the statistic)"}),
         Knob("statistic", STATISTIC, ("mean_square", "sum_square", "variance"),
-             summary="mean(x^2) | sum(x^2) | mean((x - mean x)^2)"),
-        Knob("scope", SCOPE, ("head", "full"), summary="normalise each head's slice or the full H*D vector"),
-        Knob("gate_activation", GATE, ("silu", "sigmoid")),
-        Knob("gate_order", GATE, ("norm_then_gate", "gate_then_norm")),
+             summary="mean(x^2) | sum(x^2) | mean((x - mean x)^2)",
+             says={"mean_square": "the mean of x^2", "sum_square": "the sum of x^2",
+                   "variance": "the variance (the mean subtracted first)"}),
+        Knob("scope", SCOPE, ("head", "full"), summary="normalise each head's slice or the full H*D vector",
+             says={"head": "each head's head_dim slice normalised on its own",
+                   "full": "the whole H*D vector normalised at once"}),
+        Knob("gate_activation", GATE, ("silu", "sigmoid"), says={"silu": "silu(z) as the gate",
+                                                                 "sigmoid": "sigmoid(z) as the gate"}),
+        Knob("gate_order", GATE, ("norm_then_gate", "gate_then_norm"),
+             says={"norm_then_gate": "normalise x, then multiply by the gate",
+                   "gate_then_norm": "multiply x by the gate, then normalise"}),
         Knob("cast", WEIGHT, ("one_rounding", "llama"),
-             summary="(y * w).to(dtype) | w * y.to(dtype) (the Llama cast rounds before the weight)"),
-        Knob("stats_dtype", STATISTIC, ("float32", "input"), summary="the dtype the statistic is computed in"),
-        Knob("offset_dtype", WEIGHT, ("float32", "input"), summary="the dtype offset + w is computed in"),
-        Knob("inverted", STATISTIC, (False, True), summary="multiply by the denominator instead of dividing"),
-        Knob("rope_order", ROPE, ("norm_then_rope", "rope_then_norm")),
+             summary="(y * w).to(dtype) | w * y.to(dtype) (the Llama cast rounds before the weight)",
+             says={"llama": "the normalised value rounded to the input dtype before the weight multiply (Llama cast)",
+                   "one_rounding": "the weight multiplied in float32 and the result rounded once"}),
+        Knob("stats_dtype", STATISTIC, ("float32", "input"), summary="the dtype the statistic is computed in",
+             says={"float32": "the statistic computed in float32", "input": "the statistic computed in the input dtype"}),
+        Knob("offset_dtype", WEIGHT, ("float32", "input"), summary="the dtype offset + w is computed in",
+             says={"float32": "offset + w computed in float32",
+                   "input": "offset + w rounded to the input dtype (e.g. stored that way at load)"}),
+        Knob("inverted", STATISTIC, (False, True), summary="multiply by the denominator instead of dividing",
+             says={False: "x divided by the RMS", True: "x multiplied by the RMS (the rsqrt inverted)"}),
+        Knob("rope_order", ROPE, ("norm_then_rope", "rope_then_norm"),
+             says={"norm_then_rope": "the norm before RoPE", "rope_then_norm": "RoPE before the norm"}),
         Knob("weight_span", SCOPE, ("head", "full"), summary="the weight is (head_dim,) or (H*D,)"),
         Knob("rope_theta", ROPE, summary="RoPE's base"),
     )

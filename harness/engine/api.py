@@ -36,7 +36,8 @@ def run(suite: Suite, implementations: list[Implementation], timeout: float = 60
     data = runner.run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap)
     from normdiff.harness.engine import tables
 
-    results, stale = tables.annotate(tables.results_frame(data.outcomes))
+    targets = {impl.name: dict(impl.params).get("target", "") for impl in implementations if impl.params}
+    results, stale = tables.annotate(tables.results_frame(data.outcomes), targets=targets)
     failing = tables.failing_implementations(results)
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
             "cases": len(suite), "implementations": len(implementations), "seconds": data.seconds,

@@ -37,8 +37,8 @@ def _statistic(xs: np.ndarray, kind: str) -> np.ndarray:
     return np.mean(centred * centred, axis=-1, keepdims=True)
 
 
-def _denominator(stat: np.ndarray, contract: Contract) -> np.ndarray:
-    eps = contract.eps
+def _denominator(stat: np.ndarray, contract: Contract, xs: np.ndarray) -> np.ndarray:
+    eps = contract.eps * _eps_factor(xs, contract.eps_scale)
     if contract.eps_placement == "inside":
         return np.sqrt(stat + eps)
     if contract.eps_placement == "outside":
@@ -48,8 +48,16 @@ def _denominator(stat: np.ndarray, contract: Contract) -> np.ndarray:
     return np.sqrt(stat)  # "none": 0/0 is NaN, as the buggy code gives
 
 
+def _eps_factor(xs: np.ndarray, scale: str):
+    if scale == "span":
+        return xs.shape[-1]
+    if scale == "max_square":
+        return np.max(xs * xs, axis=-1, keepdims=True)
+    return 1.0
+
+
 def _normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
-    denominator = _denominator(_statistic(xs, contract.statistic), contract)
+    denominator = _denominator(_statistic(xs, contract.statistic), contract, xs)
     with np.errstate(divide="ignore", invalid="ignore"):
         return xs * denominator if contract.inverted else xs / denominator
 

@@ -96,8 +96,11 @@ def _same_bits(a, b) -> bool:
 # ---- known findings ---------------------------------------------------------------------------
 
 
-def finding_mask(finding: Finding, results: pd.DataFrame) -> pd.Series:
-    hit = results["implementation"] == finding.implementation
+def finding_mask(finding: Finding, results: pd.DataFrame, targets: dict | None = None) -> pd.Series:
+    """The rows a finding is about: its implementation's, or those of a user implementation whose
+    target (`targets`: implementation name -> target) is the same library function."""
+    names = {finding.implementation} | {n for n, t in (targets or {}).items() if t in finding.targets}
+    hit = results["implementation"].isin(names)
     for column, value in finding.where:
         hit &= results[column].astype(str) == value
     return hit
@@ -111,12 +114,14 @@ def explained(rows: pd.DataFrame) -> pd.Series:
     return rows["known_finding"].fillna("").astype(str) != ""
 
 
-def annotate(results: pd.DataFrame, known: tuple[Finding, ...] = KNOWN) -> tuple[pd.DataFrame, list[str]]:
-    """Mark rows explained by a known finding; also return the findings that did not reproduce."""
+def annotate(results: pd.DataFrame, known: tuple[Finding, ...] = KNOWN,
+             targets: dict | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Mark rows explained by a known finding; also return the findings that did not reproduce.
+    `targets` maps user implementations to their targets (`finding_mask`)."""
     results = results.assign(known_finding="")
     stale = []
     for finding in known:
-        matching = finding_mask(finding, results)
+        matching = finding_mask(finding, results, targets)
         shows = matching & (results["outcome"].astype(str) == finding.outcome)
         results.loc[shows, "known_finding"] = finding.explanation
         if matching.any() and not shows.any():

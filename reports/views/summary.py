@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
+from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine.tables import explained
 from normdiff.reports import markup
 from normdiff.reports.view import View, csv_file
@@ -26,17 +26,25 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict(rows: pd.DataFrame) -> str:
-    """'agrees', 'disagrees', 'known finding', 'unavailable' / 'nothing to run' (nothing ran) or,
-    for mutants, 'caught' / 'missed'."""
+    """What happened to one implementation: 'agrees'; 'disagrees' (a case outside its budget);
+    'partial' (agrees wherever it ran, some cases could not run); 'error' (no case ran);
+    'known finding' (every failing row explained); 'unavailable' / 'nothing to run'; for mutants,
+    'caught' / 'missed'."""
     ran = rows[~rows["outcome"].isin(NOT_RUN)]
     if ran.empty:
         return "unavailable" if (rows["outcome"] == "unavailable").any() else "nothing to run"
-    failing = ~ran["outcome"].isin(PASSING)
+    outcome = ran["outcome"].astype(str)
+    failing = ~outcome.isin(PASSING)
     if (rows["kind"] == "mutant").all():
-        return "caught" if failing.any() else "missed"
-    if failing.any() and explained(ran)[failing].all():
+        return "caught" if outcome.isin(DISAGREEING).any() else "missed"
+    unexplained = failing & ~explained(ran)
+    if failing.any() and not unexplained.any():
         return "known finding"
-    return "disagrees" if failing.any() else "agrees"
+    if outcome[unexplained].isin(DISAGREEING).any():
+        return "disagrees"
+    if unexplained.any():
+        return "error" if unexplained.all() else "partial"
+    return "agrees"
 
 
 def _markdown(report, frame) -> str:

@@ -109,7 +109,7 @@ def test_bit_identical_to_numpy_own_on_conventions(dtype, jax_own):
 
 def knob_mutants(base: contracts.Contract):
     """The contract with each knob turned to each other legal value."""
-    values = {name: KNOBS[name].values for name in ("eps_placement", "statistic", "scope", "gate_activation",
+    values = {name: KNOBS[name].values for name in ("eps_placement", "eps_scale", "statistic", "scope", "gate_activation",
                                                      "gate_order", "cast", "offset_dtype", "rope_order")}
     values.update(weight_offset=(0.0, 1.0, 2.0), eps=(1e-5, 1e-6))
     for knob, legal in values.items():

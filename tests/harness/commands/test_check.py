@@ -24,6 +24,10 @@ def test_correct_numpy_function_agrees():
     assert code == 0 and result["verdict"] == "agrees" and result["diagnosis"] == []
     assert result["cases"]["total"] >= 60 and result["cases"]["agree"] == result["cases"]["total"]
     assert result["framework"] == "numpy"
+    # an agreeing check says by how much: its worst case against that case's budget
+    margin = result["margin"]
+    assert 0 < margin["worst_ulp"] <= margin["budget_ulp"] and margin["of"] == result["cases"]["total"]
+    assert margin["share_of_budget"] == pytest.approx(margin["worst_ulp"] / margin["budget_ulp"])
 
 
 @pytest.mark.parametrize("name, op, convention, bug", [
@@ -82,7 +86,8 @@ def test_human_output_names_the_bug_and_the_fix(capsys):
                      "--convention", "qwen3"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "looks like gamma-plus-one" in out and "fix: multiply by w, not (1 + w)" in out
+    assert "looks like gamma-plus-one" in out
+    assert "fix: yours: (1 + w) as the scale (zero-centred storage); qwen3: w itself as the scale (plain gamma)" in out
     assert "worst case:" in out and "reference" in out and "yours" in out
 
 
@@ -105,3 +110,58 @@ def test_a_class_cannot_stand_for_qk_norm_rope():
     pytest.importorskip("torch")
     code, result = check(f"{FIX}/torch_module.py:MyRMSNorm", "--op", "qk_norm_rope", "--convention", "qwen3")
     assert code == 2 and "for qk_norm_rope give a function" in result["message"]
+
+
+EPS = f"{FIX}/numpy_eps_bugs.py"
+
+
+@pytest.mark.parametrize("name, op, convention, bug, fit", [
+    # keras-hub #1472 / llama.cpp #2373: the eps argument ignored (1e-6 hard-coded)
+    ("rms_norm_eps_ignored", "rms_norm", "qwen3", "eps-hardcoded", ("eps", "constant", 1e-6)),
+    # keras ops.rms_normalization's default eps, 1e-7
+    ("rms_norm_keras_default", "rms_norm", "qwen3", "eps-library-default", ("eps", "constant", 1e-7)),
+    # coremltools #2821: an anti-overflow rescale turns eps into eps * max|x|^2
+    ("rms_norm_rescaled", "rms_norm", "qwen3", "eps-rescaled-by-max", ("eps", "max_square", None)),
+    # mlx-lm PR #1624: an L2 norm built from rms_norm, n * eps on the sum
+    ("l2_norm_from_rms_norm", "l2_norm", "qwen3.5", "l2-eps-scaled-by-width", ("eps", "width", None)),
+    # vLLM #3653: 1 + w stored in bf16 at load, a fixed per-channel error within 1.5 ulp elementwise
+    ("rms_norm_offset_stored_in_dtype", "rms_norm", "qwen3.5", "offset-low-precision",
+     ("scale", "1 + w rounded to the input dtype", None)),
+])
+def test_real_eps_and_scale_mistakes_are_flagged_and_named(name, op, convention, bug, fit):
+    code, result = check(f"{EPS}:{name}", "--op", op, "--convention", convention)
+    assert code == 1 and result["verdict"] == "disagrees"
+    best = result["diagnosis"][0]
+    assert best["bug"] == bug and best["convincing"], result["diagnosis"]
+    kind, relation, value = fit
+    fits = {f["kind"]: f for f in result["fits"]}
+    assert fits[kind]["relation"] == relation, result["fits"]
+    assert fits[kind]["matched"] >= 0.8 * fits[kind]["of"]
+    if value is not None:
+        assert fits[kind]["value"] == pytest.approx(value, rel=0.05)
+
+
+def test_a_function_that_takes_its_eps_agrees_at_the_users_eps():
+    code, result = check(f"{FIX}/numpy_norms.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3", "--eps", "1e-5")
+    assert code == 0, result
+    # the one that hard-codes 1e-6 disagrees at the user's 1e-5 on more cases than at the config's
+    _, at_config = check(f"{EPS}:rms_norm_eps_ignored", "--op", "rms_norm", "--convention", "qwen3")
+    code, result = check(f"{EPS}:rms_norm_eps_ignored", "--op", "rms_norm", "--convention", "qwen3", "--eps", "1e-5")
+    assert code == 1 and result["diagnosis"][0]["bug"] == "eps-hardcoded"
+    assert result["cases"]["disagree"] > at_config["cases"]["disagree"] > 0
+
+
+def test_cases_that_cannot_run_make_a_partial_verdict_naming_them():
+    code, result = check(f"{FIX}/numpy_norms.py:rms_norm_without_bf16", "--op", "rms_norm", "--convention", "qwen3")
+    assert code == 3 and result["verdict"] == "partial" and result["cases"]["disagree"] == 0
+    (group,) = result["not_run"]
+    assert group["dtype"] == "bfloat16" and "no bfloat16 kernel" in group["reason"] and group["cases"] > 10
+    assert result["cases"]["error"] == group["cases"] and result["margin"]["of"] == result["cases"]["total"] - group["cases"]
+
+
+def test_a_nan_disagreement_is_said_as_one(capsys):
+    code = cli.main(["check", f"{FIX}/numpy_norms.py:rms_norm_no_eps", "--op", "rms_norm", "--convention", "qwen3"])
+    out = capsys.readouterr().out
+    assert code == 1 and "looks like eps-ignored" in out
+    worst = next(line for line in out.splitlines() if "worst case:" in line)
+    assert "nan_mismatch" in worst and "NaN and" in worst and "Inf in the output" in worst

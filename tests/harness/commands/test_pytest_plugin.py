@@ -24,5 +24,5 @@ def test_fixture_passes_right_code_and_names_the_bug_of_wrong_code(pytester):
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*looks like gamma-plus-one*", "*fix: multiply by w, not (1 + w)*",
+    result.stdout.fnmatch_lines(["*looks like gamma-plus-one*", "*fix: yours: (1 + w) as the scale*",
                                  "*worst case: rms_norm@qwen3/*", "*needs a module-level function*"])

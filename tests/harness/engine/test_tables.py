@@ -55,3 +55,14 @@ def test_known_findings_stay_in_the_table_but_do_not_fail_the_run():
     assert failing_rows(annotated)["case_id"].tolist() == ["c2"]  # the unexplained one still fails
     fixed = r.assign(outcome=["agree", "agree"])
     assert annotate(fixed, (finding,))[1] and not failing_implementations(annotate(fixed, (finding,))[0])
+
+
+def test_a_user_check_of_the_same_library_function_carries_the_finding():
+    r = results([("c1", "normalize", "user", "torch", "nan_mismatch", None)])
+    r["regime"] = ["zero_rows"]
+    finding = Finding("lib-normalize", "nan_mismatch", (("regime", "zero_rows"),), "0/0 in fp16",
+                      targets=("torch.nn.functional:normalize",))
+    annotated, _ = annotate(r, (finding,), targets={"normalize": "torch.nn.functional:normalize"})
+    assert annotated["known_finding"].tolist() == ["0/0 in fp16"] and failing_rows(annotated).empty
+    elsewhere, _ = annotate(r, (finding,), targets={"normalize": "my_norms.py:normalize"})
+    assert elsewhere["known_finding"].tolist() == [""]

@@ -21,3 +21,15 @@ def test_verdicts_and_failing_implementations():
     assert table.loc["good", "verdict"] == "agrees" and table.loc["bad", "verdict"] == "disagrees"
     assert table.loc["mut", "verdict"] == "caught" and table.loc["gone", "verdict"] == "unavailable"
     assert table.loc["bad", "worst_case"] == "c2" and table.loc["bad", "disagree"] == 1
+
+
+def test_partial_and_error_say_what_happened():
+    r = results([
+        ("c1", "half", "own", "numpy", "agree", 1.0), ("c2", "half", "own", "numpy", "error", None),
+        ("c1", "none", "own", "numpy", "crashed", None), ("c2", "none", "own", "numpy", "error", None),
+        ("c1", "both", "own", "numpy", "error", None), ("c2", "both", "own", "numpy", "disagree", 9.0),
+    ])
+    table = summary(r).set_index("implementation")
+    assert table.loc["half", "verdict"] == "partial" and table.loc["none", "verdict"] == "error"
+    assert table.loc["both", "verdict"] == "disagrees"
+    assert failing_implementations(r) == ["both", "half", "none"]  # a run still fails on any of them
