@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all]'
+	scripts/install_clang.sh
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -427,4 +427,5 @@ def command_implementation(command, op: str, convention: str, name: str | None =
         batch_rows=False,
         params=(("command", tuple(argv)), ("timeout", command_timeout_for(timeout)),
                 ("cwd", os.path.abspath(cwd or os.getcwd())), ("convention", convention)),
+        replay=("--command", shlex.join(argv)),
     )

@@ -39,6 +39,10 @@ class Implementation:
     # When set, `entry` is a factory: the worker calls entry(**dict(params)) once to get the adapter
     # (user code and external commands carry their target this way). Pairs of (name, value).
     params: tuple = ()
+    # The arguments after the case id that make `normdiff repro` rebuild it: a registered one is
+    # named (--implementation NAME); a user's carries its target and templates, a command its
+    # command line. Empty: the default.
+    replay: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -47,6 +51,7 @@ class Implementation:
             raise UsageError(f"implementation {self.name!r}: " + unknown("framework", self.framework, FRAMEWORKS))
         object.__setattr__(self, "op_conventions", frozenset(self.op_conventions))
         object.__setattr__(self, "worker", self.worker or FRAMEWORKS[self.framework].worker)
+        object.__setattr__(self, "replay", tuple(self.replay) or ("--implementation", self.name))
 
     def supports(self, op: str, convention: str) -> bool:
         return (op, convention) in self.op_conventions
@@ -58,4 +63,4 @@ class Implementation:
             if importlib.util.find_spec(module) is None:
                 return (f"{module} is not installed; install it with "
                         f"`pip install 'normdiff[{framework.extra_for(module)}]'`")
-        return None
+        return framework.missing()

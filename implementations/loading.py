@@ -1,5 +1,7 @@
-"""Loading an implementation's entry ('package.module:attribute' or 'path/to/file.py:attribute')
-inside the worker that runs it."""
+"""Loading an implementation's entry ('package.module:attr.path' or 'path/to/file.py:attr.path')
+inside the worker that runs it: the module imported (or the file executed), then each part of the
+attribute path looked up with getattr, as Python resolves `keras.ops.rms_normalization`
+(re-exports and lazily loaded attributes included)."""
 from __future__ import annotations
 
 import importlib
@@ -15,10 +17,16 @@ def load_entry(entry: str):
         module = _import_file(module_name)
     else:
         module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise AttributeError(f"{module_name} has no attribute {attr!r}") from None
+    value, walked = module, module_name
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            public = sorted(n for n in dir(value) if not n.startswith("_"))[:12]
+            raise AttributeError(f"{walked} has no attribute {part!r}" +
+                                 (f" (it has: {', '.join(public)}, ...)" if public else "")) from None
+        walked = f"{walked}.{part}"
+    return value
 
 
 def _import_file(path: str):

@@ -68,10 +68,10 @@ def breakable(text) -> str:
     return esc(text).replace("/", "/<wbr>")
 
 
-def case_cell(case_id, implementation) -> str:
-    """A case id with the command that replays it underneath."""
+def case_cell(case_id, implementation, replays: dict | None = None) -> str:
+    """A case id with the command that replays it underneath (`replays`: a run's meta["replay"])."""
     return (f'<span class="case">{breakable(case_id)}</span><br>'
-            f'<span class="cmd">{breakable(repro_command(case_id, implementation))}</span>')
+            f'<span class="cmd">{breakable(repro_command(case_id, implementation, replays))}</span>')
 
 
 def slug(name: str) -> str:

@@ -55,5 +55,8 @@ def message(row, replay: bool = True, limit: int | None = None) -> str:
             said = said[:limit - 3] + "..."
         lines.append(f"  detail: {said}")
     if replay:
-        lines.append(f"  replay: {repro_command(_get(row, 'case_id', ''), _get(row, 'implementation', ''))}")
+        given = _get(row, "repro", "")
+        replay = given if isinstance(given, str) and given else repro_command(_get(row, 'case_id', ''),
+                                                                              _get(row, 'implementation', ''))
+        lines.append(f"  replay: {replay}")
     return "\n".join(lines)

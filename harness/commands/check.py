@@ -24,9 +24,10 @@ from normdiff.cases.model import Case
 from normdiff.harness import api
 from normdiff.harness.commands import diagnosis
 from normdiff.harness.commands.usercode import TargetError
+from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
-from normdiff.harness.engine.tables import explained
+from normdiff.harness.engine.tables import explained, repro_command
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
@@ -47,6 +48,7 @@ class CheckResult:
     worst_case: dict = field(default_factory=dict)
     margin: dict = field(default_factory=dict)  # an agreeing check's worst case against its budget
     not_run: list = field(default_factory=list)  # {dtype, cases, reason}: cases that could not run
+    rows: list = field(default_factory=list)  # one per case: its outcome, error, budget and repro command
     output_dtype: str = ""  # when it is not the input's
     message: str = ""
     report: object = None  # the full Report, for the curious
@@ -61,26 +63,46 @@ class CheckResult:
                 "diagnosis": [m.as_dict() for m in self.diagnosis.matches],
                 "fits": [f.as_dict() for f in self.diagnosis.fits], "worst_case": self.worst_case,
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
-                "message": self.message}
+                "message": self.message, "rows": self.rows}
 
 
-def check_suite(suite: str, op: str, convention: str, eps: float | None = None) -> suites.Suite:
+def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
     """The suite's cases of `op`, re-targeted to `convention`; at `eps` where they run at their
-    convention's config eps (the user's model eps), their own eps elsewhere."""
+    convention's config eps (the user's model eps), their own eps elsewhere. `dtypes` and `regimes`
+    select (a regime by its full name, tiny_rms:1e-3, or its family, tiny_rms); a value no case
+    has is a usage error that lists the ones there are."""
     full = suites.load(suite)
-    cases: dict[str, Case] = {}
-    for c in full.cases:
-        if c.op == op:
-            case = dataclasses.replace(c, convention=convention, eps=c.eps if c.eps is not None else eps)
-            cases.setdefault(case.id, case)
-    if not cases:
+    of_op = [c for c in full.cases if c.op == op]
+    if not of_op:
         raise UsageError(f"suite {full.name!r} has no {op} cases")
+    wanted_dtypes = {get_format(d).name for d in dtypes}
+    _known("dtype", wanted_dtypes, {c.dtype for c in of_op}, full.name)
+    _known("regime", set(regimes), {c.regime for c in of_op} | {c.regime.split(":")[0] for c in of_op}, full.name)
+    cases: dict[str, Case] = {}
+    for c in of_op:
+        if (wanted_dtypes and c.dtype not in wanted_dtypes) or \
+                (regimes and c.regime not in regimes and c.regime.split(":")[0] not in regimes):
+            continue
+        case = dataclasses.replace(c, convention=convention, eps=c.eps if c.eps is not None else eps)
+        cases.setdefault(case.id, case)
+    if not cases:
+        raise UsageError(f"suite {full.name!r} has no {op} case of dtype {' or '.join(sorted(wanted_dtypes))} in "
+                         f"regime {' or '.join(sorted(regimes))}")
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
 
 
-def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, eps: float | None = None) -> CheckResult:
+def _known(what: str, asked: set, there: set, suite: str) -> None:
+    unknown = sorted(asked - there)
+    if unknown:
+        raise UsageError(f"suite {suite!r} has no {what} {', '.join(map(repr, unknown))} among its cases of the op; "
+                         f"it has: {', '.join(sorted(there))}")
+
+
+def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, eps: float | None = None,
+          dtypes=(), regimes=()) -> CheckResult:
     ((op, convention),) = impl.op_conventions
-    report = api.run_suite(check_suite(suite, op, convention, eps), [impl], timeout=timeout, keep_outputs=True)
+    cases = check_suite(suite, op, convention, eps, dtypes, regimes)
+    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True)
     rows = report.results
     outcome = rows["outcome"].astype(str)
     known = explained(rows)
@@ -90,6 +112,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
               "error": int(failed.sum()), "known_finding": int(known.sum())}
     result = CheckResult("agrees", op, convention, impl.name, impl.framework, counts, report=report)
     result.output_dtype = _output_dtype(rows)
+    result.rows = case_rows(rows, impl)
     if counts["error"] == counts["total"]:  # nothing ran: the target cannot be loaded or called
         result.verdict, result.message = "error", _first_detail(rows)
         return result
@@ -99,12 +122,37 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         bad = rows[disagreeing]
         outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
         result.diagnosis = diagnosis.diagnose(outputs, op, convention) if outputs else diagnosis.Diagnosis()
-        result.worst_case = _worst(rows[disagreeing | failed], report, impl.name)
+        result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
     elif counts["error"]:
         result.verdict = "partial"
     if result.verdict != "disagrees":
         result.margin = _margin(rows[~failed])
     return result
+
+
+ROW_FIELDS = ("case_id", "dtype", "regime", "eps", "outcome", "max_ulp", "tolerance_ulp", "detail", "known_finding",
+              "repro")
+
+
+def case_rows(rows, impl: Implementation) -> list[dict]:
+    """One plain dict per case, as --json prints them (NaN as None; the headline the text shows;
+    every row's repro command, a passing one's too)."""
+    out = []
+    for _, r in rows.iterrows():
+        row = {k: _plain(r.get(k)) for k in ROW_FIELDS}
+        row["outcome"] = str(r["outcome"])
+        row["repro"] = row["repro"] or repro_command(row["case_id"], impl)
+        row["headline"] = messages.headline(r)
+        out.append(row)
+    return out
+
+
+def _plain(value):
+    if isinstance(value, (float, np.floating)):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return "" if value is None else value
 
 
 def _first_detail(rows) -> str:

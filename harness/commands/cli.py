@@ -24,6 +24,37 @@ USAGE_ERROR = 2
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h)
 
 
+class _With(argparse.Action):
+    """`--with TARGET` / `--with-command CMD` start a user implementation for `run`; the options
+    after it (--op, --convention, --call, ...) apply to it."""
+
+    def __call__(self, parser, namespace, value, option=None):
+        namespace.withs = (getattr(namespace, "withs", None) or []) + [{self.dest: value}]
+
+
+class _ForWith(argparse.Action):
+    def __call__(self, parser, namespace, value, option=None):
+        withs = getattr(namespace, "withs", None)
+        if not withs:
+            parser.error(f"{option} applies to the --with before it: give --with TARGET (or --with-command CMD) first")
+        if self.dest in withs[-1]:
+            parser.error(f"{option} given twice for --with {next(iter(withs[-1].values()))}")
+        withs[-1][self.dest] = value
+
+
+def _user_code_options(p, action=None, what: str = "") -> None:
+    """How a user's target is called: the same flags for check, repro and each run --with."""
+    extra = {"action": action} if action else {}
+    p.add_argument("--framework", choices=list(user_frameworks()), help=f"force the framework{what} (default: detected)",
+                   **extra)
+    p.add_argument("--call", metavar="TEMPLATE", help=f"how to call it{what}, e.g. 'f(x, scale=weight, axis=-1, "
+                                                      "epsilon=eps)' (README: call templates)", **extra)
+    p.add_argument("--init", metavar="TEMPLATE", help=f"how to build a class or a graph{what}, e.g. "
+                                                      "'Cls(dim, epsilon=eps)'", **extra)
+    p.add_argument("--weight-attr", metavar="NAME", help=f"the parameter that holds the gain{what} (default: the "
+                                                         "one of the weight's shape)", **extra)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="normdiff", description="Differential testing of LLM normalization layers.")
     sub = p.add_subparsers(dest="subcommand", required=True)
@@ -38,25 +69,48 @@ def _parser() -> argparse.ArgumentParser:
                                                              "regression baseline (JSON)")
     run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
                                                         "2 when FILE is unusable")
+    run.add_argument("--with", action=_With, dest="target", metavar="TARGET",
+                     help="also run your implementation (as for check; repeatable): --op and --convention, and "
+                          "--call / --init / --framework / --weight-attr, follow it")
+    run.add_argument("--with-command", action=_With, dest="command", metavar="CMD",
+                     help="also run an implementation in any language (as check --command; repeatable)")
+    run.add_argument("--op", action=_ForWith, help="the op of the --with before it")
+    run.add_argument("--convention", action=_ForWith, help="the convention the --with before it claims")
+    _user_code_options(run, _ForWith, " (of the --with before it)")
+    run.set_defaults(withs=[])
     repro = sub.add_parser("repro", help="replay one case against one implementation (a results.csv row)")
     repro.add_argument("case_id", metavar="CASE_ID", help="a case id from results.csv, e.g. "
                                                           "'rms_norm@qwen3/bf16/8x1024/normal/w=trained'")
-    repro.add_argument("--implementation", "-i", required=True, metavar="NAME", help="registered implementation")
+    which = repro.add_mutually_exclusive_group(required=True)
+    which.add_argument("--implementation", "-i", metavar="NAME", help="registered implementation")
+    which.add_argument("--target", help="your implementation, as for check (FILE.py:NAME, package.module:NAME, "
+                                        "FILE.onnx)")
+    which.add_argument("--command", help="an external command, as for check --command")
+    repro.add_argument("--op", help="the case's op (optional: the case id says it)")
+    repro.add_argument("--convention", help="the case's convention (optional: the case id says it)")
+    _user_code_options(repro)
     repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
                                                            "replays it without normdiff's runner")
     repro.add_argument("--timeout", type=float, default=60.0, help="seconds the call may take (default: %(default)s)")
     check = sub.add_parser("check", help="judge your own implementation and diagnose its bug")
-    check.add_argument("target", nargs="?", help="FILE.py:NAME or package.module:NAME (a function or a module class)")
+    check.add_argument("target", nargs="?", help="FILE.py:NAME, package.module:NAME (a function, a module class or "
+                                                 "a graph factory) or FILE.onnx")
     check.add_argument("--op", required=True, help=", ".join(OPS))
     check.add_argument("--convention", required=True, help="the convention it claims (normdiff list conventions)")
     check.add_argument("--suite", default="default", help="suite whose cases of the op are run (default: %(default)s)")
-    check.add_argument("--framework", choices=list(user_frameworks()), help="force the framework (default: detected)")
+    _user_code_options(check)
     check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
                                          "INPUT.safetensors OUTPUT.safetensors appended (README)")
     check.add_argument("--eps", type=float, help="your model's eps: the cases that run at the convention's config "
                                                  "eps run at this one (the suite's other eps values still run)")
+    check.add_argument("--dtype", action="append", dest="dtypes", default=[], metavar="DTYPE",
+                       help="only the cases of this dtype (bfloat16, float16, float32; repeatable)")
+    check.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME",
+                       help="only the cases of this input regime (normal, tiny_rms, tiny_rms:1e-3, ...; repeatable)")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
-    check.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    check.add_argument("--out", metavar="DIR", help="also write the report folder run writes (results.csv, "
+                                                    "summary.md, report.html, junit.xml)")
+    check.add_argument("--json", action="store_true", help="print exactly one JSON object (with a row per case)")
     explain = sub.add_parser("explain", help="teaching view of a catalogued bug (no argument: the table)")
     explain.add_argument("bug", nargs="?", help="bug id (normdiff list bugs)")
     explain.add_argument("--suite", default="default", help="suite whose cases are run (default: %(default)s)")
@@ -89,7 +143,7 @@ def _run(args) -> int:
     from normdiff.harness import api
     from normdiff.reports.progress import progress_printer
 
-    impls = api.select(args.implementations)
+    impls = api.select(args.implementations) + _with_implementations(args.withs, args.timeout)
     suite, base = suites.load(args.suite), None
     if args.baseline or args.save_baseline:
         from normdiff.reports import baseline
@@ -115,10 +169,53 @@ def _run(args) -> int:
     return report.meta["exit_code"]
 
 
+def _with_implementations(withs: list[dict], timeout: float) -> list:
+    """The user implementations `run --with` adds; names made unique (a second rms_norm is
+    called by its full target)."""
+    impls, names = [], set()
+    for spec in withs:
+        given = spec.get("target") or spec.get("command")
+        missing = [flag for flag in ("op", "convention") if not spec.get(flag)]
+        if missing:
+            raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)} after it")
+        impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout)
+        if impl.name in names:
+            impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout, name=given)
+        if impl.name in names:
+            raise UsageError(f"--with {given} is given twice")
+        names.add(impl.name)
+        impls.append(impl)
+    return impls
+
+
+def user_code_implementation(spec: dict, op: str, convention: str, timeout: float, name: str | None = None):
+    """A user's target or command as an Implementation; a command that cannot start is refused
+    here, before any case runs."""
+    from normdiff.harness.commands import usercode
+
+    if spec.get("command"):
+        from normdiff.implementations.command import command_implementation, command_problem
+
+        for flag in ("call", "init", "framework", "weight_attr"):
+            if spec.get(flag):
+                raise UsageError(f"--{flag.replace('_', '-')} applies to a Python target, not to --command")
+        problem = command_problem(spec["command"])
+        if problem:
+            raise usercode.TargetError(problem)
+        return command_implementation(spec["command"], op, convention, name=name, timeout=timeout)
+    return usercode.user_implementation(spec["target"], op, convention, spec.get("framework"), name=name,
+                                        call=spec.get("call") or "", init=spec.get("init") or "",
+                                        weight_attr=spec.get("weight_attr") or "")
+
+
 def _repro(args) -> int:
     from normdiff.harness.commands import repro
 
-    case, impl = repro.resolve(args.case_id, args.implementation)
+    if args.implementation:
+        case, impl = repro.resolve(args.case_id, args.implementation)
+    else:
+        case = repro.case_for(args.case_id, args.op, args.convention)
+        impl = user_code_implementation(vars(args), case.op, case.convention, args.timeout)
     replay = repro.replay(case, impl, timeout=args.timeout)
     print(repro.describe(replay))
     if args.script:
@@ -131,29 +228,30 @@ def _check(args) -> int:
     from normdiff.harness.commands import check, usercode
 
     target = args.target or args.command
+    written = None
     try:
         if args.command and args.target:
             raise usercode.TargetError("give either a target or --command, not both")
-        if args.command:
-            from normdiff.implementations.command import command_implementation, command_problem
+        if not target:
+            raise usercode.TargetError("nothing to check: give FILE.py:NAME, package.module:NAME, FILE.onnx or "
+                                       "--command")
+        impl = user_code_implementation(vars(args), args.op, args.convention, args.timeout)
+        result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
+                             regimes=args.regimes)
+        if args.out:
+            from normdiff.reports import render
 
-            problem = command_problem(args.command)
-            if problem:  # fail fast: no suite run for a program that cannot start
-                raise usercode.TargetError(problem)
-            impl = command_implementation(args.command, args.op, args.convention, timeout=args.timeout)
-        elif args.target:
-            impl = usercode.user_implementation(args.target, args.op, args.convention, args.framework)
-        else:
-            raise usercode.TargetError("nothing to check: give FILE.py:NAME or --command")
-        result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps)
+            written = render.write(result.report, args.out)
     except usercode.TargetError as exc:
         result = check.CheckResult("error", args.op, args.convention, str(target),
                                    "command" if args.command else (args.framework or "detected"),
                                    {"total": 0, "agree": 0, "disagree": 0, "error": 0}, message=str(exc))
     if args.json:
-        print(json.dumps(result.as_dict(), default=_json_default))
+        print(json.dumps({**result.as_dict(), "report": str(written) if written else None}, default=_json_default))
     else:
         print(check.describe(result, target or ""))
+        if written:
+            print(f"  report written to {written}/")
     return result.exit_code
 
 

@@ -29,7 +29,8 @@ MIN_FRACTION = 0.8  # of the informative spans (or channels) a relation must exp
 MIN_SPANS = 3
 
 # library defaults an ignored eps argument often is
-KNOWN_EPS = {1e-5: "Llama 2/3's and Mistral's config value", 1e-6: "the HF default (Qwen, Gemma, OLMo2 configs)",
+KNOWN_EPS = {1e-5: "Llama 2/3's and Mistral's config value", 1e-6: "the HF default (Qwen, Gemma, OLMo2 configs; keras layers.RMSNormalization and flax RMSNorm "
+                   "default to it too)",
              1e-7: "keras ops.rms_normalization's default (epsilon=None)",
              1.1920928955078125e-07: "torch's finfo(float32).eps (nn.RMSNorm / F.rms_norm with eps=None)",
              1e-8: "axlearn's l2 normalize default", 1e-12: "F.normalize's default"}

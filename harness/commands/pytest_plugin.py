@@ -18,15 +18,19 @@ class Checker:
         self.suite, self.timeout = suite, timeout
 
     def check(self, fn, op: str, convention: str, suite: str | None = None, framework: str | None = None,
-              eps: float | None = None):
-        """Run `fn` (a module-level function or class, or a 'FILE.py:NAME' target) and fail the test
-        unless it agrees with the convention; returns the CheckResult."""
+              eps: float | None = None, call: str = "", init: str = "", weight_attr: str = "", dtypes=(),
+              regimes=()):
+        """Run `fn` (a module-level function or class, a library's function such as
+        mx.fast.rms_norm, or a target string as `normdiff check` takes it) and fail the test unless
+        it agrees with the convention; returns the CheckResult. The keywords are check's options."""
         from normdiff.harness.commands import check, usercode
 
         target = fn if isinstance(fn, str) else target_of(fn)
         try:
-            impl = usercode.user_implementation(target, op, convention, framework)
-            result = check.check(impl, suite or self.suite, timeout=self.timeout, eps=eps)
+            impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
+                                                weight_attr=weight_attr)
+            result = check.check(impl, suite or self.suite, timeout=self.timeout, eps=eps, dtypes=dtypes,
+                                 regimes=regimes)
         except usercode.TargetError as exc:
             pytest.fail(f"normdiff cannot run {target}: {exc}", pytrace=False)
         if result.verdict != "agrees":
@@ -35,13 +39,23 @@ class Checker:
 
 
 def target_of(fn) -> str:
-    """'FILE.py:NAME' for a module-level function or class (the worker process imports it there)."""
+    """'FILE.py:NAME' for a module-level function or class (the worker process imports it there);
+    'module:NAME' for a compiled one (a library's: mlx.core.fast:rms_norm)."""
     fn = inspect.unwrap(fn)  # jax.jit and functools.wraps keep the original in __wrapped__
-    name = getattr(fn, "__qualname__", "")
+    name = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "")
     if not name or "<" in name or "." in name:
         raise TypeError(f"normdiff.check needs a module-level function or class (got {name or fn!r}): "
                         "it runs in a separate process, which imports it from its file")
-    return f"{inspect.getsourcefile(fn)}:{name}"
+    try:
+        source = inspect.getsourcefile(fn)
+    except TypeError:  # compiled: no source file
+        source = None
+    if source:
+        return f"{source}:{name}"
+    module = getattr(fn, "__module__", None)
+    if not module or module == "__main__":
+        raise TypeError(f"normdiff.check cannot tell where {name} comes from; give it as 'module:NAME'")
+    return f"{module}:{name}"
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""`normdiff repro CASE_ID --implementation NAME`: replay one results.csv row.
+"""`normdiff repro CASE_ID --implementation NAME`: replay one results.csv row (a user's row:
+`--target FILE.py:NAME [--call ...]` or `--command CMD`, as its repro column says).
 
 The case is rebuilt from its id (`Case.from_id`), run through the same worker machinery as a full
 run (a one-case suite), and printed with its error figures, detectors and the worst row side by
@@ -47,6 +48,15 @@ MUTANT_ENTRY = "normdiff.implementations.mutants:"
 TORCH_FRAMEWORK = "normdiff.implementations.frameworks.torch"
 INLINED = {"normdiff.implementations.numpy_own:run": "numpy_own",
            "normdiff.implementations.torch_own:run": "torch_own"}
+
+
+def case_for(case_id: str, op: str | None = None, convention: str | None = None) -> Case:
+    """The case of an id; an --op or --convention given beside it must be the id's own."""
+    case = Case.from_id(case_id)
+    for what, given, own in (("op", op, case.op), ("convention", convention, case.convention)):
+        if given and given != own:
+            raise UsageError(f"--{what} {given} is not the {what} of case {case_id!r} ({own}); leave it out")
+    return case
 
 
 def resolve(case_id: str, name: str) -> tuple[Case, Implementation]:
@@ -247,7 +257,7 @@ def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
     code = f'''# {impl.name} runs through its normdiff adapter, as normdiff's worker calls it (not its runner)
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.conventions import get_contract
-from normdiff.implementations.frameworks import to_numpy
+from normdiff.implementations.frameworks import FRAMEWORKS, to_numpy
 from normdiff.implementations.loading import load_entry
 
 ENTRY = {entry!r}
@@ -255,6 +265,7 @@ PARAMS = {params!r}
 
 
 def implementation() -> np.ndarray:
+    FRAMEWORKS[{impl.framework!r}].setup()  # what must hold before its first import (KERAS_BACKEND)
     adapter = load_entry(ENTRY)
     if PARAMS:
         adapter = adapter(**PARAMS)

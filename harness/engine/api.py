@@ -42,7 +42,7 @@ def run(suite: Suite, implementations: list[Implementation], timeout: float = 60
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
             "cases": len(suite), "implementations": len(implementations), "seconds": data.seconds,
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
-            "budgets": budget_table(), "versions": provenance.versions(),
+            "replay": tables.replays(implementations), "budgets": budget_table(), "versions": provenance.versions(),
             "git_revision": provenance.git_revision()}
     outputs = tables.keep_outputs(data.outcomes, results, keep_outputs)
     return RunTables(results, tables.pairs_frame(data.outcomes), meta, outputs, suite.cases)

@@ -31,9 +31,18 @@ from normdiff.harness.engine.judge import ulp_distance
 CHOICE_COLUMNS = tuple(dict.fromkeys(o.column for op in OPS.values() for o in op.chosen))
 
 
-def repro_command(case_id: str, implementation: str) -> str:
-    """The command that replays one row of the results table."""
-    return f"normdiff repro {shlex.quote(str(case_id))} --implementation {shlex.quote(str(implementation))}"
+def repro_command(case_id: str, implementation, replays: dict | None = None) -> str:
+    """The command that replays one row of the results table. `implementation` is an
+    Implementation (its `replay` arguments) or a name, looked up in `replays` (a run's
+    meta["replay"]: the user and command implementations' arguments) or else a registered one's."""
+    replay = getattr(implementation, "replay", None) or (replays or {}).get(str(implementation)) \
+        or ("--implementation", str(implementation))
+    return f"normdiff repro {shlex.quote(str(case_id))} {shlex.join(replay)}"
+
+
+def replays(implementations) -> dict:
+    """name -> repro arguments, for the implementations `normdiff repro` cannot find by name."""
+    return {i.name: list(i.replay) for i in implementations if tuple(i.replay) != ("--implementation", i.name)}
 
 
 def case_columns(c) -> dict:
@@ -54,7 +63,7 @@ def results_frame(outcomes) -> pd.DataFrame:
         row.update(o.measurement.as_row())
         row["seconds"] = o.seconds
         outcome = o.measurement.outcome
-        row["repro"] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl.name)
+        row["repro"] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if not frame.empty:

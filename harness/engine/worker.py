@@ -20,7 +20,7 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
-from normdiff.implementations.frameworks import to_numpy
+from normdiff.implementations.frameworks import FRAMEWORKS, to_numpy
 from normdiff.implementations.loading import load_entry
 
 _adapters: dict[str, object] = {}
@@ -28,6 +28,7 @@ _adapters: dict[str, object] = {}
 
 def _adapter(impl):
     if impl.name not in _adapters:
+        FRAMEWORKS[impl.framework].setup()  # e.g. KERAS_BACKEND, before its first import
         entry = load_entry(impl.entry)
         _adapters[impl.name] = entry(**dict(impl.params)) if impl.params else entry
     return _adapters[impl.name]

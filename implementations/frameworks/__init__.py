@@ -37,6 +37,11 @@ def user_frameworks() -> tuple[str, ...]:
     return tuple(name for name, f in FRAMEWORKS.items() if f.user_code)
 
 
+def graph_framework(path: str) -> str | None:
+    """The framework whose graph files end like `path` (model.onnx: onnxruntime), if any."""
+    return next((name for name, f in FRAMEWORKS.items() if f.graph_files and path.endswith(f.graph_files)), None)
+
+
 def to_numpy(value) -> np.ndarray:
     """Any framework's array as a NumPy array with the same dtype and bits."""
     module = type(value).__module__

@@ -11,6 +11,57 @@ def from_numpy(array):
     return jnp.asarray(array)
 
 
+def init_extras(cls) -> dict:
+    """flax nnx modules take their random state at construction: a fixed one (the case's weight
+    replaces whatever it initialises)."""
+    import inspect
+
+    try:  # nnx's metaclass shows (*args, **kwargs): the constructor is __init__
+        takes = "rngs" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        takes = False
+    if not takes:
+        return {}
+    from flax import nnx
+
+    return {"rngs": nnx.Rngs(0)}
+
+
+def _params(module) -> dict:
+    from flax import nnx
+
+    return {name: value for name, value in vars(module).items() if isinstance(value, nnx.Param)}
+
+
+def _value(param):
+    return param.get_value() if hasattr(param, "get_value") else param.value  # flax >= 0.12: get_value
+
+
+def weights(module) -> dict:
+    try:
+        found = _params(module)
+    except ImportError:  # plain JAX code without flax: array attributes
+        found = {}
+    if found:
+        return {name: tuple(_value(p).shape) for name, p in found.items()}
+    return {name: tuple(v.shape) for name, v in vars(module).items() if hasattr(v, "shape")}
+
+
+def set_weight(module, name: str, weight) -> None:
+    """An nnx.Param takes the value in its own dtype (float32 by default: exact for bf16 / fp16);
+    a plain attribute is replaced."""
+    import jax.numpy as jnp
+
+    current = getattr(module, name)
+    if hasattr(current, "set_value"):
+        current.set_value(jnp.asarray(weight, dtype=_value(current).dtype))
+    elif hasattr(current, "value") and hasattr(current.value, "dtype"):
+        current.value = jnp.asarray(weight, dtype=current.value.dtype)
+    else:
+        setattr(module, name, jnp.asarray(weight))
+
+
 FRAMEWORK = Framework("jax", modules=("jax", "jaxlib"), extra="jax", distributions=("jax", "jaxlib"),
                       libraries={"flax": "flax"}, user_code=True, detect=("jax", "flax"),
-                      array_types=("jax",), from_numpy=from_numpy)
+                      array_types=("jax",), from_numpy=from_numpy, module_types=("flax",),
+                      init_extras=init_extras, weights=weights, set_weight=set_weight)

@@ -18,6 +18,16 @@ def _same(value):
     return value
 
 
+def _nothing(*args):
+    return None
+
+
+def plain_weights(module) -> dict:
+    """The array attributes of a module: name -> shape (for frameworks without parameter lists)."""
+    return {name: tuple(np.shape(v)) for name, v in vars(module).items()
+            if hasattr(v, "shape") and hasattr(v, "dtype") and not name.startswith("_")}
+
+
 @dataclass(frozen=True)
 class Framework:
     """name        what implementations and reports call it ("torch")
@@ -33,8 +43,20 @@ class Framework:
     array_types  prefixes of `type(value).__module__` that identify its arrays
     to_numpy    its array -> a NumPy array with the same dtype and bits (bf16 through ml_dtypes)
     from_numpy  a NumPy array (bf16 as ml_dtypes) -> its array with exactly those bits
-    prepare_module  a user's module instance, made ready for inputs like x (e.g. moved to x's dtype)
-    set_weight  (module, attribute, NumPy weight) -> None: load the case's weight into a module
+    setup       () -> None: what must hold before its first import (an environment variable)
+    missing     () -> a reason it cannot run here beyond a missing module (a compiler), or None
+    A user's module class (`check CLASS`):
+    module_types  prefixes of the modules of a class's bases that make it this framework's module
+    init_extras  cls -> extra constructor arguments its modules need (flax nnx: rngs)
+    prepare_module  (module, x) -> the module, ready for inputs like x (e.g. moved to x's dtype)
+    build       (module, x) -> None: whatever must run before its weights exist (keras: build)
+    weights     module -> {name: shape} of its parameters, where the gain is looked for
+    set_weight  (module, name, NumPy weight) -> None: load the case's weight, bits kept
+    A user's graph (ONNX):
+    graph_files  the file suffixes of its graphs (".onnx"): such a file is a target by itself
+    load_graph  (path or object) -> a runnable graph (an InferenceSession), or None
+    graph_inputs  graph -> {input name: the NumPy dtype it takes, or None}
+    run_graph   (graph, {input name: NumPy array}) -> the first output, as NumPy
     """
 
     name: str
@@ -48,8 +70,18 @@ class Framework:
     array_types: tuple[str, ...] = ()
     to_numpy: Callable = np.asarray
     from_numpy: Callable = _same
+    setup: Callable = _nothing
+    missing: Callable = _nothing
+    module_types: tuple[str, ...] = ()
+    init_extras: Callable = lambda cls: {}  # noqa: E731
     prepare_module: Callable = lambda module, x: module  # noqa: E731
-    set_weight: Callable | None = None
+    build: Callable = _nothing
+    weights: Callable = plain_weights
+    set_weight: Callable | None = None  # None: the attribute is replaced by from_numpy(weight)
+    graph_files: tuple[str, ...] = ()
+    load_graph: Callable | None = None
+    graph_inputs: Callable | None = None
+    run_graph: Callable | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "worker", self.worker or self.name)

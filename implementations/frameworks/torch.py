@@ -39,9 +39,13 @@ def prepare_module(module, x: np.ndarray):
 
 def set_weight(module, attribute: str, weight: np.ndarray) -> None:
     """Copy the case's weight into a parameter (same dtype on both sides: the bits are kept); an
-    attribute that is not a tensor is replaced by the weight as a tensor."""
+    attribute that is not a tensor is replaced by the weight as a tensor. `attribute` may be a
+    dotted path (norm.weight)."""
     import torch
 
+    *path, attribute = attribute.split(".")
+    for part in path:
+        module = getattr(module, part)
     current = getattr(module, attribute)
     value = from_numpy(weight)
     if not (hasattr(current, "data") and hasattr(current, "copy_")):
@@ -54,7 +58,14 @@ def set_weight(module, attribute: str, weight: np.ndarray) -> None:
         current.copy_(value)
 
 
+def weights(module) -> dict:
+    if hasattr(module, "named_parameters"):
+        return {name: tuple(p.shape) for name, p in module.named_parameters()}
+    return {name: tuple(v.shape) for name, v in vars(module).items() if hasattr(v, "shape")}
+
+
 FRAMEWORK = Framework("torch", modules=("torch",), extra="torch", distributions=("torch",),
                       libraries={"transformers": "hf"}, user_code=True, detect=("torch",),
                       array_types=("torch",), to_numpy=to_numpy, from_numpy=from_numpy,
-                      prepare_module=prepare_module, set_weight=set_weight)
+                      module_types=("torch.nn",), prepare_module=prepare_module, weights=weights,
+                      set_weight=set_weight)

@@ -27,7 +27,8 @@ def _html(report, comparison, page) -> str:
     shown = changes.head(HTML_ROWS).copy()
     if {"case_id", "implementation"} <= set(shown.columns):
         shown.insert(0, markup.CASE_COLUMN,
-                     [markup.case_cell(c, i) for c, i in zip(shown["case_id"], shown["implementation"])])
+                     [markup.case_cell(c, i, report.meta.get("replay"))
+                      for c, i in zip(shown["case_id"], shown["implementation"])])
         shown = shown.drop(columns="case_id")
     styles = {"change": lambda v: {"regression": markup.BAD_STYLE,
                                    "improvement": markup.VERDICT_STYLE["agrees"]}.get(str(v), "")}

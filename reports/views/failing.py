@@ -23,7 +23,8 @@ def _markdown(report, bad) -> str:
     shown = bad.head(MARKDOWN_ROWS)
     frame = shown.assign(error=[messages.figures(r) for _, r in shown.iterrows()],
                          detail=[messages.detail(r) for _, r in shown.iterrows()],
-                         replay=[f"`{repro_command(c, i)}`" for c, i in zip(shown["case_id"], shown["implementation"])])
+                         replay=[f"`{repro_command(c, i, report.meta.get('replay'))}`"
+                                 for c, i in zip(shown["case_id"], shown["implementation"])])
     return (f"## Failing rows (worst {MARKDOWN_ROWS})\n\n"
             + markup.markdown_table(frame[["case_id", "implementation", "outcome", "error", "detail", "replay"]]))
 
@@ -33,7 +34,7 @@ def _html(report, bad) -> str:
         return ('<h2 id="failing">Failing rows</h2><p>None: every non-mutant implementation agrees with the '
                 "reference on every case it ran (known findings aside).</p>")
     rows = bad.head(HTML_ROWS)
-    frame = row_frame(rows)
+    frame = row_frame(rows, report.meta.get("replay"))
     frame.insert(1, "implementation", rows["implementation"].astype(str).tolist())
     note = f" (the worst {HTML_ROWS} of {len(bad)}; all are in results.csv)" if len(bad) > HTML_ROWS else ""
     return (f'<h2 id="failing">Failing rows</h2><p>{len(bad)} unexplained rows outside the budget{note}.</p>'

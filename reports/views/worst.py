@@ -12,14 +12,14 @@ WORST_SHOWN = 3  # worst rows shown per implementation that agrees
 FAILING_SHOWN = 10  # ... and per implementation that does not
 
 
-def row_frame(rows: pd.DataFrame) -> pd.DataFrame:
+def row_frame(rows: pd.DataFrame, replays: dict | None = None) -> pd.DataFrame:
     """The shown columns of result rows: the case with its replay command, the outcome, the error
     figures as every failure message words them, and the detail (with any known finding)."""
     known = rows["known_finding"].fillna("").astype(str) if "known_finding" in rows else pd.Series("", index=rows.index)
     outcome = rows["outcome"].astype(str)
     detail = [messages.detail(r) for _, r in rows.iterrows()]
     frame = pd.DataFrame({
-        markup.CASE_COLUMN: [markup.case_cell(c, i) for c, i in zip(rows["case_id"], rows["implementation"])],
+        markup.CASE_COLUMN: [markup.case_cell(c, i, replays) for c, i in zip(rows["case_id"], rows["implementation"])],
         "outcome": [f"{o} (known finding)" if k else o for o, k in zip(outcome, known)],
         "error": [messages.figures(r) for _, r in rows.iterrows()],
         "detail": [(k + (" " + d if d else "")) if k else d for k, d in zip(known, detail)],
@@ -38,7 +38,7 @@ def _side_by_side(report, rows: pd.DataFrame) -> str:
     frame = worst.side_by_side(report.outputs, case_id, name)
     if frame is None:
         return (f'<p class="muted">Side-by-side of <code>{markup.esc(case_id)}</code>: this run did not keep its '
-                f"output; replay it with {markup.code(repro_command(case_id, name))}</p>")
+                f"output; replay it with {markup.code(repro_command(case_id, name, report.meta.get('replay')))}</p>")
     worst_col = [c for c in frame.columns if c.endswith("worst")]
     shown = frame.astype(object)
     for label in shown.index:  # values to 8 digits (a float32 needs them), the error to 3
@@ -68,7 +68,7 @@ def _html(report, ranked_rows, page) -> str:
         badge = f'<span class="badge" style="{markup.VERDICT_STYLE.get(verdict, "")}">{markup.esc(verdict)}</span>'
         parts.append(f'<div class="impl {kind}" id="{markup.slug(name)}"><h3>{markup.esc(name)}{badge}</h3>')
         more = int(failing.sum()) - int((~shown["outcome"].isin(PASSING)).sum())
-        parts.append(markup.table(row_frame(shown), f"worst_{markup.slug(name)}",
+        parts.append(markup.table(row_frame(shown, report.meta.get("replay")), f"worst_{markup.slug(name)}",
                                   styles={"outcome": markup.outcome_style}, html_columns=(markup.CASE_COLUMN,),
                                   classes=markup.ROW_CLASSES))
         if more > 0:

@@ -165,3 +165,60 @@ def test_a_nan_disagreement_is_said_as_one(capsys):
     assert code == 1 and "looks like eps-ignored" in out
     worst = next(line for line in out.splitlines() if "worst case:" in line)
     assert "nan_mismatch" in worst and "NaN and" in worst and "Inf in the output" in worst
+
+
+def _normdiff(command: str, cwd=None):
+    """A printed normdiff command, run as printed (`normdiff` is this interpreter's module)."""
+    import shlex
+
+    argv = shlex.split(command)
+    assert argv[0] == "normdiff"
+    return subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", *argv[1:]], capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+
+
+def test_json_has_a_row_per_case_and_each_repro_replays_it():
+    code, result = check(f"{FIX}/numpy_norms.py:rms_norm_eps_outside", "--op", "rms_norm", "--convention", "qwen3")
+    rows = result["rows"]
+    assert code == 1 and len(rows) == result["cases"]["total"] and len({r["case_id"] for r in rows}) == len(rows)
+    assert {"case_id", "outcome", "max_ulp", "tolerance_ulp", "repro", "dtype", "regime", "eps", "headline"} <= set(rows[0])
+    failing = [r for r in rows if r["outcome"] == "disagree"]
+    assert len(failing) == result["cases"]["disagree"] and all(r["max_ulp"] > r["tolerance_ulp"] for r in failing)
+    worst = max(failing, key=lambda r: r["max_ulp"])
+    assert worst["repro"].startswith(f"normdiff repro {worst['case_id']} --target {FIX}/numpy_norms.py:rms_norm_eps_outside")
+    proc = _normdiff(worst["repro"])
+    assert proc.returncode == 1 and "outcome         disagree" in proc.stdout, proc.stdout + proc.stderr
+    assert f"max_ulp {worst['max_ulp']:.6g}" in proc.stdout  # the same number the check measured
+    passing = next(r for r in rows if r["outcome"] in ("identical", "agree"))
+    assert _normdiff(passing["repro"]).returncode == 0
+
+
+def test_out_writes_the_report_folder_of_a_run(tmp_path):
+    out = tmp_path / "report"
+    code, result = check(f"{FIX}/numpy_norms.py:rms_norm_gamma_plus_one", "--op", "rms_norm", "--convention", "qwen3",
+                         "--out", str(out))
+    assert code == 1 and result["report"] == str(out)
+    assert {"results.csv", "summary.md", "report.html", "junit.xml"} <= {p.name for p in out.iterdir()}
+    results = (out / "results.csv").read_text()
+    assert results.count("\n") == result["cases"]["total"] + 1
+    assert f"--target {FIX}/numpy_norms.py:rms_norm_gamma_plus_one" in (out / "junit.xml").read_text()
+
+
+def test_dtype_and_regime_select_cases():
+    code, result = check(f"{FIX}/numpy_norms.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3",
+                         "--dtype", "bf16", "--dtype", "float16", "--regime", "tiny_rms", "--regime", "normal")
+    assert code == 0 and result["cases"]["total"] > 0
+    assert {r["dtype"] for r in result["rows"]} == {"bfloat16", "float16"}
+    assert {r["regime"].split(":")[0] for r in result["rows"]} == {"tiny_rms", "normal"}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--dtype", "float64"], "has no dtype 'float64' among its cases of the op; it has: bfloat16, float16, float32"),
+    (["--dtype", "int8"], "unknown dtype 'int8'"),
+    (["--regime", "tiny"], "has no regime 'tiny'"),
+    (["--call", "f(x, weight, eps=eps"], "is not a call expression"),
+])
+def test_a_selection_or_template_nobody_can_run_is_a_usage_error(args, says):
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", f"{FIX}/numpy_norms.py:rms_norm",
+                           "--op", "rms_norm", "--convention", "qwen3", *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr

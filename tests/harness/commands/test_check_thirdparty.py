@@ -1,5 +1,7 @@
 """Correct third-party norms agree and a broken copy of each is named: MLX on the CPU and keras 3
-(JAX backend), through thin NumPy wrappers (tests/fixtures/thirdparty/). Both are installed by
+(JAX backend), through thin NumPy wrappers (tests/fixtures/thirdparty/), checked with
+`--framework numpy`: a file that imports a framework but takes NumPy arrays is run as the user says
+(test_check_frameworks.py checks the same libraries called as they are). Both are installed by
 `make` (the mlx and keras extras); a machine that cannot install one skips its tests, saying so."""
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ needs_keras = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
 
 
 def check(*args):
-    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args, "--json"],
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args, "--framework", "numpy",
+                           "--json"],
                           capture_output=True, text=True, timeout=600)
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
 

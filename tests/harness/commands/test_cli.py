@@ -1,5 +1,6 @@
 """The command line end to end, in a fresh process as a user runs it."""
 import json
+import os
 import subprocess
 import sys
 
@@ -77,3 +78,38 @@ def test_only_usage_errors_exit_2_and_a_bug_of_ours_says_so(monkeypatch, capsys)
     assert cli_module.main(["list", "ops"]) == cli_module.INTERNAL_ERROR == 70
     err = capsys.readouterr().err
     assert "Traceback" in err and "KeyError: 'implementation'" in err and "internal error (a bug in normdiff" in err
+
+
+def test_run_with_puts_user_code_beside_every_implementation(tmp_path, fixtures_dir):
+    out = tmp_path / "r"
+    program = f"{sys.executable} {fixtures_dir / 'command_program.py'} correct"
+    proc = normdiff("run", "--suite", "smoke", "-i", "numpy", "-i", "torch", "--out", str(out),
+                    "--with", "tests/fixtures/user/numpy_norms.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3",
+                    "--with", "tests/fixtures/user/numpy_norms.py:rms_norm_gamma_plus_one", "--op", "rms_norm",
+                    "--convention", "qwen3", "--call", "f(x, weight, eps)",
+                    "--with-command", program, "--op", "l2_norm", "--convention", "qwen3.5")
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # a user implementation disagrees: the run fails
+    results = pd.read_csv(out / "results.csv")
+    users = results[results["kind"] == "user"]
+    names = set(users["implementation"])
+    (command,) = names - {"rms_norm", "rms_norm_gamma_plus_one"}
+    assert len(names) == 3 and command.startswith(os.path.basename(sys.executable))
+    outcomes = set(users[users["implementation"] == command]["outcome"].astype(str)) - {"unsupported"}
+    assert outcomes and outcomes <= {"identical", "agree"}
+    ran = users[users["outcome"] != "unsupported"]
+    assert set(ran[ran["implementation"] == "rms_norm"]["outcome"]) <= {"identical", "agree"}
+    bad = ran[ran["implementation"] == "rms_norm_gamma_plus_one"]
+    assert (bad["outcome"] == "disagree").all() and len(bad) > 0
+    assert bad["repro"].str.contains("--target tests/fixtures/user/numpy_norms.py:rms_norm_gamma_plus_one --call").all()
+    agreement = pd.read_csv(out / "agreement.csv", index_col=0)
+    assert agreement.loc["rms_norm", "numpy"] == 1.0 and agreement.loc["rms_norm_gamma_plus_one", "numpy"] == 0.0
+    assert "rms_norm_gamma_plus_one" in (out / "summary.md").read_text()
+    assert "rms_norm_gamma_plus_one" in (out / "junit.xml").read_text()
+
+
+def test_run_with_options_must_follow_a_with(tmp_path):
+    proc = normdiff("run", "--op", "rms_norm", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "--op applies to the --with before it" in proc.stderr
+    proc = normdiff("run", "--with", "tests/fixtures/user/numpy_norms.py:rms_norm", "--op", "rms_norm",
+                    "--out", str(tmp_path))
+    assert proc.returncode == 2 and "give --convention after it" in proc.stderr

@@ -26,3 +26,21 @@ def test_fixture_passes_right_code_and_names_the_bug_of_wrong_code(pytester):
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*looks like gamma-plus-one*", "*fix: yours: (1 + w) as the scale*",
                                  "*worst case: rms_norm@qwen3/*", "*needs a module-level function*"])
+
+
+def test_fixture_takes_a_library_function_and_check_options(pytester):
+    pytest.importorskip("mlx.core")
+    pytester.makepyfile(test_lib="""
+        import mlx.core as mx
+
+        def test_mlx(normdiff):
+            result = normdiff.check(mx.fast.rms_norm, op="rms_norm", convention="qwen3", dtypes=["bfloat16"],
+                                    regimes=["normal"])
+            assert result.framework == "mlx" and {r["dtype"] for r in result.rows} == {"bfloat16"}
+
+        def test_mlx_without_eps(normdiff):
+            normdiff.check(mx.fast.rms_norm, op="rms_norm", convention="qwen3", call="f(x, weight, 1e-5)")
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*looks like eps-wrong-value*"])

@@ -100,3 +100,36 @@ def test_failing_rows_carry_the_repro_command(fixtures_dir):
 
     quoted = repro_command(cases[2].id, "fx-eps")
     assert quoted.startswith("normdiff repro '") and shlex.split(quoted)[2] == cases[2].id
+
+
+USER = "tests/fixtures/user/numpy_norms.py"
+
+
+def test_a_user_row_replays_from_its_target_and_writes_a_script(tmp_path, capsys):
+    code, out, _ = run_repro(capsys, NUMPY_CASE, "--target", f"{USER}:rms_norm_eps_outside", "--script",
+                             str(tmp_path / "user_repro.py"))
+    assert code == 1 and "outcome         disagree" in out and "(user, numpy)" in out
+    proc = subprocess.run([sys.executable, str(tmp_path / "user_repro.py")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert max_ulp(proc.stdout) == max_ulp(out) and "beyond budget" in proc.stdout
+    code, out, _ = run_repro(capsys, NUMPY_CASE, "--target", f"{USER}:rms_norm", "--call", "f(x, weight, eps=eps)")
+    assert code == 0 and ("outcome         agree" in out or "outcome         identical" in out)
+
+
+def test_a_command_row_replays_from_its_command(capsys, fixtures_dir):
+    program = f"{sys.executable} {fixtures_dir / 'command_program.py'} correct"
+    code, out, _ = run_repro(capsys, NUMPY_CASE, "--command", program)
+    assert code == 0 and "(user, command)" in out
+    code, _, err = run_repro(capsys, NUMPY_CASE, "--command", program, "--call", "f(x)")
+    assert code == 2 and "--call applies to a Python target" in err
+
+
+def test_repro_needs_exactly_one_implementation(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["repro", NUMPY_CASE])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main(["repro", NUMPY_CASE, "-i", "numpy", "--target", f"{USER}:rms_norm"])
+    code, _, err = run_repro(capsys, NUMPY_CASE, "--target", f"{USER}:rms_norm", "--convention", "olmo2")
+    assert code == 2 and "--convention olmo2 is not the convention of case" in err

@@ -1,0 +1,250 @@
+"""How normdiff calls a user's code: call templates, and the binding of an op's inputs to a function's
+parameters by name.
+
+A template is a Python call expression, parsed with `ast` and never evaluated as code:
+
+    f(x, scale=weight, axis=-1, epsilon=eps)        --call, for a function (or a module's forward)
+    Cls(dim, epsilon=eps, dtype=dtype)               --init, for a class
+
+The callee's name is free (f, Cls, anything); each argument is one of the names the op provides (its
+inputs and parameters: x, weight, gate, positions, eps, num_heads; and dim, width, head_dim, dtype)
+or a constant (a number, a string, True / False / None, or a tuple of them). Keyword-only parameters
+take keywords; `*args` and `**kwargs`, attribute access, calls and operators are refused.
+
+Without a template the op's inputs are bound to the function's parameters by name, through ALIASES
+(keras' `scale` is the weight, its `epsilon` the eps), so that a library function is called as it is.
+Imports nothing from normdiff but the errors and the op records (it runs inside workers).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass
+
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.ops import Op
+
+# the names a template may use beyond the op's own call, and what each is
+EXTRA_NAMES = {"dim": "the normalised span (head_dim per head, the row otherwise)", "width": "x's last dimension",
+               "head_dim": "one head's width",
+               "dtype": "the case dtype in the framework's own terms (torch.bfloat16, mx.bfloat16, a NumPy dtype)",
+               "dtype_name": "the case dtype's name ('bfloat16', 'float16', 'float32'), as keras' dtype= takes it"}
+# parameter names that usually mean each input (first: the name normdiff calls it)
+ALIASES = {
+    "x": ("x", "input", "inputs", "hidden_states", "hidden_state", "a", "tensor", "data", "X"),
+    "weight": ("weight", "scale", "gamma", "w", "g", "norm_weight"),
+    "gate": ("gate", "z", "gating"),
+    "positions": ("positions", "position_ids", "pos", "position"),
+    "num_heads": ("num_heads", "n_heads", "heads", "nheads", "n_head"),
+    "eps": ("eps", "epsilon", "variance_epsilon", "norm_eps", "rms_norm_eps", "layer_norm_eps", "variance_eps"),
+    "dim": ("dim", "dims", "hidden_size", "normalized_shape", "d_model", "num_features", "features", "size",
+            "n_embd", "embed_dim", "hidden_dim", "channels", "normalized_dim"),
+}
+# positional parameters that must not receive an op input by position (they mean something else)
+CONFLICTS = ("axis", "dim", "axes", "bias", "dtype", "keepdims", "keepdim", "p", "ord", "out")
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str | None = None  # an op name, or None for a constant
+    value: object = None
+
+    def resolve(self, values: dict):
+        return values[self.name] if self.name is not None else self.value
+
+    def source(self) -> str:
+        return self.name if self.name is not None else repr(self.value)
+
+
+@dataclass(frozen=True)
+class Template:
+    text: str
+    args: tuple[Arg, ...]
+    kwargs: tuple[tuple[str, Arg], ...]
+
+    def bind(self, values: dict) -> tuple[list, dict]:
+        return [a.resolve(values) for a in self.args], {k: a.resolve(values) for k, a in self.kwargs}
+
+    def names(self) -> set[str]:
+        return {a.name for a in self.args if a.name} | {a.name for _, a in self.kwargs if a.name}
+
+
+def _constant(node, text: str):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+        return -node.operand.value
+    if isinstance(node, ast.Tuple):
+        return tuple(_constant(e, text) for e in node.elts)
+    raise UsageError(f"template {text!r}: {ast.unparse(node)!r} is neither a name normdiff provides nor a constant "
+                     "(a number, a string, True, False, None or a tuple of them)")
+
+
+def parse(text: str, allowed: set[str]) -> Template:
+    """A template from its text; UsageError names what is wrong and what is allowed."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise UsageError(f"template {text!r} is not a call expression: {exc.msg}") from None
+    call = tree.body
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        raise UsageError(f"template {text!r} must be a call like f(x, weight, eps=eps)")
+    def arg(node):
+        if isinstance(node, ast.Name):
+            if node.id not in allowed:
+                raise UsageError(f"template {text!r}: unknown name {node.id!r}; the names are "
+                                 f"{', '.join(sorted(allowed))} (constants are written as values)")
+            return Arg(node.id)
+        return Arg(None, _constant(node, text))
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise UsageError(f"template {text!r}: *args and **kwargs are not allowed; spell each argument")
+    return Template(text, tuple(arg(a) for a in call.args), tuple((k.arg, arg(k.value)) for k in call.keywords))
+
+
+def names_for(record: Op) -> set[str]:
+    return set(record.call) | set(EXTRA_NAMES)
+
+
+def parameters(fn) -> list[inspect.Parameter] | None:
+    """fn's parameters (a class's without self), or None when nothing says what they are. A class
+    whose metaclass hides its constructor behind (*args, **kwargs) (flax nnx) is read from its
+    __init__; a compiled function without a signature (nanobind: MLX) from its docstring's first line."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return _doc_parameters(fn)
+    if inspect.isclass(fn) and params and all(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        try:
+            params = list(inspect.signature(fn.__init__).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return None
+    return params
+
+
+def _doc_parameters(fn) -> list[inspect.Parameter] | None:
+    """The parameters of a docstring's `name(a: T, b: U = None, *, c=...) -> R` line, read with ast."""
+    name, doc = getattr(fn, "__name__", ""), getattr(fn, "__doc__", None) or ""
+    line = next((l.strip() for l in doc.splitlines() if l.strip().startswith(f"{name}(")), "") if name else ""
+    try:
+        args = ast.parse(f"def {line}: pass").body[0].args
+    except (SyntaxError, IndexError, AttributeError):
+        return None
+    kinds = ([(a, inspect.Parameter.POSITIONAL_ONLY) for a in args.posonlyargs]
+             + [(a, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in args.args])
+    defaults = [None] * (len(kinds) - len(args.defaults)) + list(args.defaults)
+    params = [inspect.Parameter(a.arg, kind, default=_default(d)) for (a, kind), d in zip(kinds, defaults)]
+    if args.vararg:
+        params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    params += [inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY, default=_default(d))
+               for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        params.append(inspect.Parameter(args.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
+    return params
+
+
+def _default(node):
+    """A docstring default's value (only whether there is one matters: a required parameter has none)."""
+    if node is None:
+        return inspect.Parameter.empty
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)
+
+
+def default_call(fn, record: Op, shown: str) -> Template:
+    """The call normdiff makes without --call: by position in the op's order when the parameters
+    there do not say they mean something else (`axis`, `bias`, or another input's name), by name
+    (through ALIASES) otherwise; a TypeError that shows the --call to write when neither fits."""
+    params = parameters(fn)
+    if params is None or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return Template(record.signature, tuple(Arg(n) for n in record.call), ())
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    shorter = [record.call[:len(record.call) - len(record.optional)]] if record.optional else []
+    for names in [record.call] + shorter:
+        if len(required) <= len(names) <= len(positional) and _positions_agree(positional, names):
+            return Template(record.signature, tuple(Arg(n) for n in names), ())
+    by_name = _bind_by_name(params, record.call)
+    complete = "x" in by_name and all(n in by_name for n in record.call if n != "eps" and n not in record.optional)
+    if complete and all(p.name in by_name.values() for p in required):
+        return _keyword_template(params, by_name)
+    shown_params = ", ".join(p.name for p in params)
+    suggestion = suggest(params, record)
+    raise TypeError(f"{shown}({shown_params}) has the wrong signature for {record.name}: normdiff calls "
+                    f"{record.signature}" + (f"; say how to call it with --call '{suggestion}'" if suggestion else
+                                             "; say how to call it with --call, e.g. --call 'f(x, weight, eps=eps)'"))
+
+
+def _meaning(param_name: str) -> str | None:
+    """The op name a parameter's name stands for (ALIASES), if any."""
+    return next((op_name for op_name, aliases in ALIASES.items() if param_name in aliases), None)
+
+
+def _positions_agree(positional, names) -> bool:
+    """Whether passing `names` by position is safe: no parameter there means something else."""
+    for param, name in zip(positional, names):
+        meaning = _meaning(param.name)
+        if param.name in CONFLICTS or (meaning is not None and meaning != name):
+            return False
+    return True
+
+
+def _keyword_template(params, by_name: dict[str, str]) -> Template:
+    """The call by name; a positional-only parameter is passed by position, in its place."""
+    kinds = {p.name: p.kind for p in params}
+    args, kwargs = [], []
+    for p in params:
+        op_name = next((n for n, q in by_name.items() if q == p.name), None)
+        if op_name is not None:
+            (args.append(Arg(op_name)) if kinds[p.name] == p.POSITIONAL_ONLY else kwargs.append((p.name, Arg(op_name))))
+    text = "f(" + ", ".join([a.name for a in args] + [f"{k}={a.name}" for k, a in kwargs]) + ")"
+    return Template(text, tuple(args), tuple(kwargs))
+
+
+def _bind_by_name(params, wanted) -> dict[str, str]:
+    """op name -> parameter name, for the op names some parameter's name means."""
+    found = {}
+    for name in wanted:
+        for alias in ALIASES.get(name, (name,)):
+            match = next((p for p in params if p.name == alias and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)),
+                         None)
+            if match is not None and match.name not in found.values():
+                found[name] = match.name
+                break
+    return found
+
+
+def suggest(params, record: Op) -> str:
+    """A --call template that binds what the names allow and passes None to other required
+    parameters (a reasonable first guess to show the user)."""
+    by_name = _bind_by_name(params, record.call)
+    parts = []
+    for p in params:
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        op_name = next((n for n, q in by_name.items() if q == p.name), None)
+        if op_name is not None:
+            parts.append(op_name if p.kind == p.POSITIONAL_ONLY else f"{p.name}={op_name}")
+        elif p.default is p.empty:
+            parts.append("None" if p.kind == p.POSITIONAL_ONLY else f"{p.name}=None")
+    return f"f({', '.join(parts)})" if by_name else ""
+
+
+def default_init(cls, shown: str, provided: tuple[str, ...] = (), wanted: tuple[str, ...] = ("dim", "eps")) -> Template:
+    """The constructor call without --init: the span to a dim-like parameter, the eps to an eps-like
+    one (a class whose eps is called epsilon still gets the case's eps), and any other of `wanted`
+    (a graph factory's dtype) to its own name; TypeError when a required parameter means nothing
+    normdiff knows. `provided`: the parameters the framework fills itself (flax nnx's rngs)."""
+    params = parameters(cls)
+    if params is None:
+        return Template("Cls(dim, eps=eps)", (Arg("dim"),), (("eps", Arg("eps")),))
+    bound = _bind_by_name(params, wanted)
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    unknown = [p.name for p in required if p.name not in bound.values() and p.name not in provided]
+    if unknown:
+        raise TypeError(f"{shown} needs {', '.join(unknown)}, which normdiff cannot tell what to give: say how to "
+                        f"build it with --init, e.g. --init 'Cls(dim, eps=eps)'")
+    template = _keyword_template(params, bound)
+    return Template(template.text.replace("f(", "Cls(", 1), template.args, template.kwargs)

@@ -1,0 +1,186 @@
+"""`normdiff check` in the user's framework, each in one command line: library functions and classes
+targeted as Python resolves them (mlx.core.fast:rms_norm, keras.ops:rms_normalization,
+keras.layers:RMSNormalization, flax.nnx:RMSNorm, tinygrad.nn:RMSNorm), an onnxruntime graph built
+with onnx.helper, a torch module whose gain is `scale`. Each agrees when correct, and a broken copy
+(a port's typical mistake) disagrees with the right diagnosis. A framework not installed here skips
+its tests, saying which extra installs it; tinygrad also needs clang >= 16 (`make` installs it
+where it can)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from normdiff.implementations.frameworks import FRAMEWORKS
+
+FIX = "tests/fixtures/user"
+
+
+def needs(framework: str):
+    record = FRAMEWORKS[framework]
+    missing = [m for m in record.modules if importlib.util.find_spec(m) is None]
+    reason = (f"{', '.join(missing)} not installed (pip install 'normdiff[{record.extra}]')" if missing
+              else record.missing())
+    return pytest.mark.skipif(bool(reason), reason=reason or "")
+
+
+def check(*args):
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args, "--json"],
+                          capture_output=True, text=True, timeout=600)
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(lines[0])
+
+
+def agrees(result, framework, total=78):
+    assert result["verdict"] == "agrees" and result["framework"] == framework, result["message"] or result["cases"]
+    assert result["cases"]["agree"] == result["cases"]["total"] == total  # every dtype ran: bf16 crossed both ways
+    assert result["margin"]["worst_ulp"] <= result["margin"]["budget_ulp"]
+
+
+def diagnosed(result, bug):
+    assert result["verdict"] == "disagrees", result["cases"]
+    best = result["diagnosis"][0]
+    assert best["bug"] == bug and best["convincing"], result["diagnosis"]
+
+
+# target and options, convention, framework: a correct library norm (or a correct port) agrees
+AGREES = [
+    pytest.param(["mlx.core.fast:rms_norm"], "qwen3", "mlx", marks=needs("mlx"), id="mlx-fast"),
+    # keras multiplies in float32 and rounds once: OLMo2's order
+    pytest.param(["keras.ops:rms_normalization", "--call", "f(x, scale=weight, axis=-1, epsilon=eps)"], "olmo2",
+                 "keras", marks=needs("keras"), id="keras-ops-call"),
+    pytest.param(["keras.layers:RMSNormalization", "--init", "Cls(epsilon=eps, dtype=dtype_name)"], "olmo2", "keras",
+                 marks=needs("keras"), id="keras-layer-init"),
+    pytest.param(["tinygrad.nn:RMSNorm"], "qwen3", "tinygrad", marks=needs("tinygrad"), id="tinygrad-module"),
+    pytest.param([f"{FIX}/torch_module.py:ScaleRMSNorm"], "qwen3", "torch", marks=needs("torch"), id="torch-scale"),
+]
+# target and options, convention, the bug a porter's typical mistake must be named as
+BROKEN = [
+    pytest.param([f"{FIX}/mlx_ports.py:rms_norm_gamma_plus_one"], "qwen3", "gamma-plus-one", marks=needs("mlx"),
+                 id="mlx-gamma-plus-one"),
+    # a template that forgets epsilon: keras then uses its default, 1e-7
+    pytest.param(["keras.ops:rms_normalization", "--call", "f(x, scale=weight, axis=-1)"], "olmo2",
+                 "eps-library-default", marks=needs("keras"), id="keras-ops-no-epsilon"),
+    # a layer built without the model's eps: keras' 1e-6 where the case says 1e-5
+    pytest.param(["keras.layers:RMSNormalization", "--init", "Cls()"], "olmo2", "eps-hardcoded", marks=needs("keras"),
+                 id="keras-layer-default-eps"),
+    pytest.param([f"{FIX}/tinygrad_ports.py:RMSNormEpsOutside"], "qwen3", "eps-outside-sqrt", marks=needs("tinygrad"),
+                 id="tinygrad-eps-outside"),
+    pytest.param([f"{FIX}/torch_module.py:ScaleRMSNormGammaPlusOne"], "qwen3", "gamma-plus-one", marks=needs("torch"),
+                 id="torch-scale-gamma-plus-one"),
+]
+
+
+@pytest.mark.parametrize("target, convention, framework", AGREES)
+def test_a_correct_norm_agrees_in_its_framework(target, convention, framework):
+    code, result = check(*target, "--op", "rms_norm", "--convention", convention)
+    assert code == 0
+    agrees(result, framework)
+    if "dtype=dtype_name" in " ".join(target):
+        assert result["output_dtype"] == ""  # built in the case dtype, it returns it
+
+
+@pytest.mark.parametrize("target, convention, bug", BROKEN)
+def test_a_broken_copy_is_named(target, convention, bug):
+    code, result = check(*target, "--op", "rms_norm", "--convention", convention)
+    assert code == 1
+    diagnosed(result, bug)
+    eps = {"eps-library-default": 1e-7, "eps-hardcoded": 1e-6}.get(bug)
+    if eps:
+        assert result["fits"][0]["value"] == pytest.approx(eps, rel=0.05)
+
+
+@needs("onnxruntime")
+def test_onnx_graph_from_a_function_agrees_where_onnxruntime_has_kernels():
+    # Llama's order multiplies in bf16: onnxruntime's CPU provider has no bf16 Mul, so bf16 is partial
+    code, result = check(f"{FIX}/onnx_norms.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3")
+    assert code == 3 and result["verdict"] == "partial" and result["cases"]["disagree"] == 0
+    (group,) = result["not_run"]
+    assert group["dtype"] == "bfloat16" and "Could not find an implementation for Mul" in group["reason"]
+    # OLMo2's order multiplies in float32 and casts once: bf16 crosses io_binding both ways and agrees
+    code, result = check(f"{FIX}/onnx_norms.py:rms_norm_weight_in_float", "--op", "rms_norm", "--convention", "olmo2")
+    assert code == 0
+    agrees(result, "onnxruntime")
+
+
+@needs("onnxruntime")
+def test_onnx_graph_with_eps_outside_the_root():
+    code, result = check(f"{FIX}/onnx_norms.py:rms_norm_eps_outside", "--op", "rms_norm", "--convention", "qwen3",
+                         "--dtype", "float32", "--dtype", "float16")
+    assert code == 1 and result["not_run"] == []
+    diagnosed(result, "eps-outside-sqrt")
+
+
+@needs("onnxruntime")
+def test_an_onnx_file_is_fed_its_dtype_and_bakes_its_eps(tmp_path):
+    sys.path.insert(0, FIX)
+    try:
+        import onnx_norms
+    finally:
+        sys.path.remove(FIX)
+    path = tmp_path / "exported.onnx"
+    onnx_norms.save_float32(str(path), eps=1e-6)
+    code, result = check(str(path), "--op", "rms_norm", "--convention", "qwen3", "--dtype", "float32")
+    # an exported graph holds its eps as a constant: the cases at eps 1e-5 show it
+    assert code == 1 and {r["eps"] for r in result["rows"] if r["outcome"] == "disagree"} == {1e-5}
+    diagnosed(result, "eps-hardcoded")
+    code, result = check(str(path), "--op", "rms_norm", "--convention", "qwen3", "--dtype", "float16", "--eps", "1e-6",
+                         "--regime", "normal")
+    assert code == 2 and "graph input 'x' is float32; this case is float16" in result["message"]
+
+
+@needs("jax")
+def test_flax_nnx_rms_norm():
+    if importlib.util.find_spec("flax") is None:
+        pytest.skip("flax is not installed (pip install 'normdiff[flax]')")
+    code, result = check("flax.nnx:RMSNorm", "--op", "rms_norm", "--convention", "olmo2")
+    assert code == 0 and "float32 for bfloat16 input" in result["output_dtype"]  # flax promotes to its param dtype
+    agrees(result, "jax")
+
+
+@needs("jax")
+def test_flax_nnx_module_with_its_statistic_in_the_input_dtype():
+    if importlib.util.find_spec("flax") is None:
+        pytest.skip("flax is not installed (pip install 'normdiff[flax]')")
+    code, result = check(f"{FIX}/flax_ports.py:RMSNormInDtype", "--op", "rms_norm", "--convention", "qwen3")
+    assert code == 1
+    best = result["diagnosis"][0]
+    assert best["bug"] == "stats-low-precision", result["diagnosis"]
+
+
+@needs("keras")
+def test_keras_layer_applied_per_head():
+    code, result = check("keras.layers:RMSNormalization", "--op", "qk_norm", "--convention", "qwen3",
+                         "--init", "Cls(epsilon=eps, dtype=dtype_name)")
+    assert code == 0, result["cases"]
+
+
+def test_a_framework_mismatch_suggests_the_framework_that_runs_it(tmp_path):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    path = tmp_path / "numpy_inside.py"
+    path.write_text("import numpy as np\nimport torch\n\n\ndef f(x, weight, eps):\n"
+                    "    t = torch.from_numpy(np.asarray(x, dtype=np.float32))\n"
+                    "    y = (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)).numpy()\n"
+                    "    return (y * np.asarray(weight, dtype=np.float32)).astype(x.dtype)\n")
+    code, result = check(f"{path}:f", "--op", "rms_norm", "--convention", "olmo2", "--regime", "normal")
+    assert code == 2 and "runs on numpy arrays: say so with --framework numpy" in result["message"]
+    code, result = check(f"{path}:f", "--op", "rms_norm", "--convention", "olmo2", "--regime", "normal",
+                         "--framework", "numpy")
+    assert code == 0, result
+
+
+def test_keras_is_run_on_the_backend_configured():
+    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("keras and torch are not both installed")
+    env = {**os.environ, "KERAS_BACKEND": "torch"}
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", "keras.ops:rms_normalization",
+                           "--op", "rms_norm", "--convention", "olmo2", "--regime", "normal", "--json"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 0 and result["verdict"] == "agrees", result
