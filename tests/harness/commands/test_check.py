@@ -201,7 +201,10 @@ def test_out_writes_the_report_folder_of_a_run(tmp_path):
     assert {"results.csv", "summary.md", "report.html", "junit.xml"} <= {p.name for p in out.iterdir()}
     results = (out / "results.csv").read_text()
     assert results.count("\n") == result["cases"]["total"] + 1
-    assert f"--target {FIX}/numpy_norms.py:rms_norm_gamma_plus_one" in (out / "junit.xml").read_text()
+    command = f"--target {FIX}/numpy_norms.py:rms_norm_gamma_plus_one"
+    assert command in (out / "junit.xml").read_text() and command in (out / "summary.md").read_text()
+    page = (out / "report.html").read_text().replace("<wbr>", "")  # case ids and commands may wrap at '/'
+    assert command in page and "--implementation rms_norm_gamma_plus_one" not in page  # a live command, not a dead one
 
 
 def test_dtype_and_regime_select_cases():
