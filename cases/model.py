@@ -40,6 +40,12 @@ from normdiff.harness.data.ops import CASE, Op, Operand, get_op
 # of operands added since are appended as `|name=regime`.
 _SEED_PARTS = (("weight", "ones"), ("gate", ""))
 
+# The largest case: its inputs are drawn whole in float64 and its output is held by the oracle and
+# by every implementation, so a typo ('8x10240000') would take the machine's memory before the first
+# result. Checked when a case is made, before anything is drawn (suites check them before any case).
+MAX_WIDTH = 2 ** 20
+MAX_CASE_ELEMENTS = 2 ** 28
+
 
 @dataclass(frozen=True)
 class CaseInputs:
@@ -81,6 +87,7 @@ class Case:
         if min(self.rows, self.width, self.num_heads) < 1:
             raise UsageError(f"case shape must be positive, got rows={self.rows} width={self.width} "
                              f"heads={self.num_heads}")
+        check_size(self.rows, self.width)
         if self.num_heads != 1 and "num_heads" not in record.dims:
             raise UsageError(f"{self.op} has no heads; got num_heads={self.num_heads}")
         if self.width % self.num_heads:
@@ -224,6 +231,15 @@ def parse_shape(record: Op, shape) -> tuple[int, int, int]:
     heads = values.get("num_heads", 1)
     width = values["width"] if "width" in values else heads * values["head_dim"]
     return values["rows"], width, heads
+
+
+def check_size(rows: int, width: int) -> None:
+    """Raise UsageError for a case beyond MAX_WIDTH wide or MAX_CASE_ELEMENTS in all."""
+    if width > MAX_WIDTH:
+        raise UsageError(f"a case is at most {MAX_WIDTH} wide, got width {width}: use a narrower shape")
+    if rows * width > MAX_CASE_ELEMENTS:
+        raise UsageError(f"a case has at most {MAX_CASE_ELEMENTS} elements, got {rows} x {width} = "
+                         f"{rows * width:.3g}: use fewer rows")
 
 
 def _normalise_choices(record: Op, given) -> tuple:

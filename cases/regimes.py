@@ -7,6 +7,7 @@ See ../shared/CATALOGUE.md ("Input regimes that expose them") for why each one e
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,11 +25,34 @@ class Regime:
     draw: Callable[..., Array]
     needs_heads: bool = False  # only meaningful for ops that know num_heads
     param_default: str | None = None  # the parameter used when none is given; None: takes none
+    # checks a given parameter before anything is drawn (a suite's typo fails at load, not as every
+    # case's error): raises UsageError naming what it takes; None: no parameter to check
+    check: Callable[[str], None] | None = None
 
 
 def split(regime: str) -> tuple[str, str | None]:
     name, _, param = regime.partition(":")
     return name, (param or None)
+
+
+def _number(name: str, what: str, ok: Callable[[float], bool], example: str) -> Callable[[str], None]:
+    """A parameter check: a number for which `ok` holds (NaN and inf never do: they would make
+    every input NaN, a case that measures nothing)."""
+    def check(param: str) -> None:
+        try:
+            value = float(param)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and ok(value)):
+            raise UsageError(f"input regime {name!r} takes {what}, like '{name}:{example}'; got {param!r}")
+    return check
+
+
+def _one_of(choices: tuple[str, ...], name: str) -> Callable[[str], None]:
+    def check(param: str) -> None:
+        if param not in choices:
+            raise UsageError(f"input regime {name!r} takes {' or '.join(map(repr, choices))}, not {param!r}")
+    return check
 
 
 # --- x ----------------------------------------------------------------------------------------
@@ -74,13 +98,16 @@ def _mean_shift(rng, rows, heads, dim, param):
     return float(param) + rng.standard_normal((rows, heads * dim))
 
 
+HEAD_SCALES = ("lognormal", "logspace")  # head_scales' parameter: how the heads' scales spread
+_check_head_scales = _one_of(HEAD_SCALES, "head_scales")
+
+
 def _head_scales(rng, rows, heads, dim, param):
+    _check_head_scales(param)  # a direct draw_input call is not checked by check_input_regime
     if param == "lognormal":
         scales = rng.lognormal(0.0, 0.5, heads)
-    elif param == "logspace":
-        scales = np.logspace(-1, 1, heads)
     else:
-        raise UsageError(f"head_scales takes 'lognormal' or 'logspace', not {param!r}")
+        scales = np.logspace(-1, 1, heads)
     x = rng.standard_normal((rows, heads, dim)) * scales[None, :, None]
     return x.reshape(rows, heads * dim)
 
@@ -95,14 +122,16 @@ INPUT_REGIMES: dict[str, Regime] = {
     r.name: r
     for r in (
         Regime("normal", "baseline and cast-order tolerances", _normal),
-        Regime("tiny_rms", "eps placement and value, L2 eps semantics", _tiny_rms, param_default="1e-3"),
+        Regime("tiny_rms", "eps placement and value, L2 eps semantics", _tiny_rms, param_default="1e-3",
+               check=_number("tiny_rms", "a positive finite number (the rows' RMS)", lambda v: v > 0, "1e-3")),
         Regime("zero_rows", "eps ignored (NaN), 0/0 guards", _zero_rows),
         Regime("large", "fp16 overflow of x^2 when statistics are not upcast", _large),
         Regime("spike", "one element > 256: fp16 overflow of x^2", _spike),
         Regime("outliers", "low-precision statistics (signed per-row bias)", _outliers),
-        Regime("mean_shift", "variance instead of mean square", _mean_shift, param_default="1"),
+        Regime("mean_shift", "variance instead of mean square", _mean_shift, param_default="1",
+               check=_number("mean_shift", "a finite number (the rows' mean)", lambda v: True, "3")),
         Regime("head_scales", "full-vector vs per-head QK-Norm", _head_scales, needs_heads=True,
-               param_default="lognormal"),
+               param_default="lognormal", check=_check_head_scales),
         Regime("zero_heads", "per-head 0/0 guards", _zero_heads, needs_heads=True),
     )
 }
@@ -168,16 +197,19 @@ def draw(table: str, regime: str, rng: np.random.Generator, shape: tuple) -> Arr
     return TABLES[table][regime](rng, shape)
 
 
-def check_input_regime(regime: str, dims: tuple[str, ...]) -> None:
-    """Raise UsageError unless `regime` is a known input regime that fits an op written in `dims`."""
-    name, param = split(regime)
+def check_input_regime(regime: str, dims: tuple[str, ...] | None) -> None:
+    """Raise UsageError unless `regime` is a known input regime with a valid parameter that fits an
+    op written in `dims` (None: any op; a suite checks its regimes before it knows the op)."""
+    name, param = split(str(regime))
     if name not in INPUT_REGIMES:
         raise UsageError(unknown("input regime", name, INPUT_REGIMES))
     spec = INPUT_REGIMES[name]
-    if spec.needs_heads and "num_heads" not in dims:
+    if dims is not None and spec.needs_heads and "num_heads" not in dims:
         raise UsageError(f"input regime {name!r} needs an op with heads (shaped rows x heads x head_dim)")
     if param is not None and spec.param_default is None:
         raise UsageError(f"input regime {name!r} takes no parameter (got {param!r})")
+    if param is not None and spec.check:
+        spec.check(param)
 
 
 def draw_input(regime: str, rng: np.random.Generator, rows: int, heads: int, dim: int) -> Array:

@@ -9,12 +9,15 @@ report layer (reports/) is imported while the workers compute.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from normdiff.cases import suites
+from normdiff.harness.data.errors import UsageError
 from normdiff.harness.engine import api as engine
 from normdiff.implementations import registry
 from normdiff.implementations.entry import Implementation
+from normdiff.interrupts import Interrupted
 
 if TYPE_CHECKING:  # the report layer (pandas) is imported only once the workers are computing
     from normdiff.reports.report import Report
@@ -22,19 +25,71 @@ if TYPE_CHECKING:  # the report layer (pandas) is imported only once the workers
 
 def select(names: list[str] | None = None) -> list[Implementation]:
     """Registered implementations, all of them or those named (unknown names raise UsageError)."""
+    if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
+        raise UsageError(f"select takes a list of implementation names, e.g. select(['numpy', 'torch']); got {names!r}")
     if not names:
         return registry.implementations()
-    return [registry.get(n) for n in names]
+    return [registry.get(n) for n in dict.fromkeys(names)]
+
+
+def check_timeout(timeout, what: str = "timeout") -> float:
+    """A per-call limit in seconds: a finite positive number (a string, 0, NaN or inf is refused)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise UsageError(f"{what} must be a number of seconds, e.g. 60; got {timeout!r} ({type(timeout).__name__})")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise UsageError(f"{what} must be a finite number of seconds above 0, e.g. 60; got {timeout!r}")
+    return float(timeout)
+
+
+def check_implementations(implementations) -> list[Implementation]:
+    """A non-empty list of distinct Implementation entries, or a UsageError saying how to get one."""
+    if isinstance(implementations, (str, Implementation)) or not hasattr(implementations, "__iter__"):
+        raise UsageError(f"implementations must be a list of Implementation entries, e.g. select(['numpy']); "
+                         f"got {implementations!r}")
+    impls = list(implementations)
+    if not impls:
+        raise UsageError("no implementations to run: give some, e.g. select(['numpy', 'torch']), or None for all")
+    names = [i for i in impls if isinstance(i, str)]
+    if names:
+        raise UsageError(f"implementations are entries, not names: use select({names!r})")
+    wrong = [i for i in impls if not isinstance(i, Implementation)]
+    if wrong:
+        raise UsageError(f"not an Implementation: {wrong[0]!r} ({type(wrong[0]).__name__}); use select([...]) or "
+                         "the entries normdiff's helpers return")
+    seen = set()
+    for impl in impls:
+        if impl.name in seen:
+            raise UsageError(f"implementation {impl.name!r} is given twice; each runs once")
+        seen.add(impl.name)
+    return impls
 
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
-              timeout: float = 60.0, progress=None, keep_outputs: bool | str = False) -> Report:
+              timeout: float = 60.0, progress=None, keep_outputs: bool | str = False,
+              keep_calling: bool = False) -> Report:
     """Run `suite` over `implementations` (default: every registered one). keep_outputs: True keeps
-    every output array in report.outputs, "worst" only those the report's side-by-sides show."""
+    every output array in report.outputs, "worst" only those the report's side-by-sides show.
+    After a call times out, that implementation's other calls are not made unless `keep_calling`.
+    Every argument is checked before any work (UsageError). Stopped by Ctrl-C or SIGTERM/SIGHUP,
+    it raises normdiff.interrupts.Interrupted whose `partial` is the Report of what had finished
+    (or None)."""
+    timeout = check_timeout(timeout)
+    if keep_outputs not in (True, False, "worst"):
+        raise UsageError(f"keep_outputs must be True, False or 'worst'; got {keep_outputs!r}")
+    if not isinstance(suite, (str, suites.Suite)):
+        raise UsageError(f"suite must be a suite name, a path to a .toml file or a Suite; got {type(suite).__name__}")
     suite = suites.load(suite) if isinstance(suite, str) else suite
-    impls = implementations if implementations is not None else select()
-    tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,
-                        meanwhile=_import_reports)
+    impls = check_implementations(implementations) if implementations is not None else select()
+    try:
+        tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,
+                            meanwhile=_import_reports, keep_calling=keep_calling)
+    except Interrupted as stop:
+        stop.partial = _report(stop.partial) if stop.partial is not None else None
+        raise
+    return _report(tables)
+
+
+def _report(tables) -> Report:
     from normdiff.reports.report import Report
 
     return Report(tables.results, tables.pairs, tables.meta, tables.outputs, cases=tables.cases)

@@ -41,13 +41,13 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import ml_dtypes
 import numpy as np
 
+from normdiff import processes
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import format_of
 from normdiff.harness.data.errors import UsageError
@@ -179,9 +179,35 @@ def write_file(path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | 
         fh.write(encode(tensors, metadata))
 
 
-def read_file(path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def read_file(path, max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """A safetensors file's tensors; with `max_bytes`, a larger file is refused before it is read."""
+    size = os.path.getsize(path)
+    if max_bytes is not None and size > max_bytes:
+        raise FormatError(f"the file has {_size(size)}; this case's output needs at most {_size(max_bytes)}")
     with open(path, "rb") as fh:
         return decode(fh.read())
+
+
+def read_header(path) -> dict:
+    """Only the JSON header of a safetensors file (its tensors' dtypes and shapes), read without its
+    data: a wrongly shaped output is refused without reading what may be gigabytes."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n < 0 or n > _MAX_HEADER:
+            return {}
+        try:
+            header = json.loads(fh.read(n).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return {}
+    return header if isinstance(header, dict) else {}
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,27 +279,6 @@ def _tail(path: str, limit: int = 500) -> str:
     return " ".join(text.split())[-limit:]
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: be killed if the worker dies (Linux), so a worker killed for its
-    own timeout never leaves the command running."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _load_prctl():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
-
-
 def _conventions_of(op: str, contract) -> str:
     """Every convention whose contract for `op` is `contract` up to its eps (a case's own axis)."""
     return ",".join(c.name for c in CONVENTIONS.values()
@@ -326,8 +331,7 @@ def _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path,
         try:
             proc = subprocess.Popen(argv + [in_path, out_path], cwd=workdir, env=env,
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    start_new_session=True,
-                                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
+                                    start_new_session=True, preexec_fn=processes.child_setup())
         except FileNotFoundError as exc:
             raise CommandError(f"command {argv[0]!r} not found: {exc.strerror} (from {workdir})") from None
         except PermissionError as exc:
@@ -344,6 +348,8 @@ def _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path,
                 f"command '{shown}' did not finish within {timeout:g} s and was killed; make it faster "
                 f"or allow more time (--timeout; the command gets a little less than the per-call "
                 f"limit){_said(stderr_path)}") from None
+        finally:
+            _kill_group(proc)  # what it started ends with it, however it ended
     if code < 0:
         name = _signal_name(-code)
         raise CommandError(f"command '{shown}' was killed by {name} after "
@@ -366,11 +372,21 @@ def _signal_name(number: int) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """The command's session and everything below it (a daemonized grandchild too: see
+    normdiff/processes.py)."""
+    processes.kill_tree(proc.pid, include_self=proc.poll() is None)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the command and anything it started
+        os.killpg(proc.pid, signal.SIGKILL)  # its group outlives it while any member lives
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        pass
     proc.wait()
+
+
+def output_limit(x: np.ndarray) -> int:
+    """The largest output file a case can need: a header of 1 MiB (ours take 200 bytes), `y` as
+    float32 (the widest measured dtype), and as much again for tensors the command adds (read,
+    then ignored)."""
+    return 8 + 2 ** 20 + 2 * 4 * x.size
 
 
 def _read_output(shown: str, out_path: str, x: np.ndarray, stderr_path: str) -> np.ndarray:
@@ -379,8 +395,12 @@ def _read_output(shown: str, out_path: str, x: np.ndarray, stderr_path: str) -> 
     if not os.path.exists(out_path):
         raise CommandError(f"command '{shown}' exited with status 0 but wrote no output: {layout}"
                            f"{_said(stderr_path)}")
+    entry = read_header(out_path).get(OUTPUT_TENSOR)
+    if isinstance(entry, dict) and isinstance(entry.get("shape"), list) and tuple(entry["shape"]) != x.shape:
+        raise CommandError(f"command '{shown}' wrote '{OUTPUT_TENSOR}' with shape {tuple(entry['shape'])}; "
+                           f"expected {tuple(x.shape)}, the shape of x")
     try:
-        tensors, _ = read_file(out_path)
+        tensors, _ = read_file(out_path, max_bytes=output_limit(x))
     except FormatError as exc:
         raise CommandError(f"command '{shown}' wrote a malformed output file: {exc}. It must {layout}: "
                            "8 bytes of little-endian header length, the JSON header, the raw data") from None

@@ -33,8 +33,9 @@ class Implementation:
     # Rows are independent, so the runner may concatenate the rows of same-shaped cases into one
     # call. Only for code whose results cannot depend on other rows (ours); never for user code.
     batch_rows: bool = False
-    # Which worker process runs it (default: its framework's). A separate worker overlaps a slow
-    # import with other work but pays for its framework again.
+    # Which worker process runs it (default: its framework's; a user's code always its own, so its
+    # global state, np.seterr or a monkeypatch, never reaches ours). A separate worker overlaps a
+    # slow import with other work but pays for its framework again.
     worker: str = ""
     # When set, `entry` is a factory: the worker calls entry(**dict(params)) once to get the adapter
     # (user code and external commands carry their target this way). Pairs of (name, value).
@@ -50,7 +51,8 @@ class Implementation:
         if self.framework not in FRAMEWORKS:
             raise UsageError(f"implementation {self.name!r}: " + unknown("framework", self.framework, FRAMEWORKS))
         object.__setattr__(self, "op_conventions", frozenset(self.op_conventions))
-        object.__setattr__(self, "worker", self.worker or FRAMEWORKS[self.framework].worker)
+        own = f"user {self.name}" if self.kind == "user" else FRAMEWORKS[self.framework].worker
+        object.__setattr__(self, "worker", self.worker or own)
         object.__setattr__(self, "replay", tuple(self.replay) or ("--implementation", self.name))
 
     def supports(self, op: str, convention: str) -> bool:

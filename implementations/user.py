@@ -116,7 +116,7 @@ class FunctionAdapter:
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs):
         try:
             return self._call(self.framework, contract, inputs)
-        except Exception as exc:
+        except (TypeError, AttributeError) as exc:  # what another framework's arrays might cure
             hint = self._hint(contract, inputs)
             if hint and exc.args and isinstance(exc.args[0], str):  # the same exception, where it was raised
                 exc.args = (f"{exc.args[0]} ({hint})",) + exc.args[1:]

@@ -16,6 +16,7 @@ def atomic_write(path: str | os.PathLike, data) -> Path:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide a report from its readers
         if isinstance(data, bytes):
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -50,3 +51,18 @@ def _sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def umask() -> int:
+    """The process's umask, read without setting it where Linux tells it (setting it to read it
+    races with any thread creating a file)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

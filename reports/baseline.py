@@ -42,9 +42,9 @@ from normdiff.clock import utc_now
 from normdiff.files import atomic_write
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
-from normdiff.reports.markup import markdown_table
+from normdiff.reports.markup import markdown_table, md_code, md_text
 from normdiff.reports.views.mutants import KILLS
-from normdiff.text import number
+from normdiff.text import number, printable
 
 FORMAT = "normdiff-baseline/1"
 DIGITS = 6  # significant digits kept for every float
@@ -299,15 +299,17 @@ class Comparison:
                          + " (changes.csv)")
         if self.count("regression"):
             lines.append(f"  {self.count('regression')} regression(s) since the baseline: exit status 1")
-        return "\n".join(lines) + "\n"
+        # names, reasons and the baseline's own fields are data: no control character reaches a terminal
+        return "\n".join(printable(line, newlines=False) for line in lines) + "\n"
 
     def markdown(self, limit: int = 50) -> str:
         meta = self.baseline.meta
         lines = ["## Changes since baseline", "",
-                 f"Baseline `{self.baseline.path}`: suite `{meta.get('suite')}`, normdiff {meta.get('normdiff')}, "
-                 f"saved {meta.get('created')}, {meta.get('cases')} cases. Every change is in `changes.csv`.", ""]
-        lines += [f"> **Warning:** {w}" for w in self.warnings] + ([""] if self.warnings else [])
-        lines += [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
+                 f"Baseline {md_code(self.baseline.path)}: suite {md_code(meta.get('suite'))}, normdiff "
+                 f"{md_text(meta.get('normdiff'))}, saved {md_text(meta.get('created'))}, {md_text(meta.get('cases'))} "
+                 "cases. Every change is in `changes.csv`.", ""]
+        lines += [f"> **Warning:** {md_text(w)}" for w in self.warnings] + ([""] if self.warnings else [])
+        lines += [f"- {md_text(n)}" for n in self.notes] + ([""] if self.notes else [])
         counts = self.counts()
         if not counts:
             lines.append("No changes: every cell has the outcome and the error it had.")

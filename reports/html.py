@@ -70,6 +70,8 @@ def render_html(report, out_dir=None, plots_on: bool | None = None) -> str:
     failing = meta.get("failing") or []
     banner = ("Every non-mutant implementation agrees with the reference." if ok else
               "Some implementation disagrees with the reference: " + ", ".join(failing))
+    if meta.get("incomplete"):
+        ok, banner = False, f"INCOMPLETE: {meta['incomplete']}; the cases that did not finish have no rows. " + banner
     nav = "".join(f'<a href="#{view.name}">{markup.esc(view.nav)}</a>' for view, _ in sections if view.nav)
     body = (f"<h1>normdiff report: suite <code>{markup.esc(meta.get('suite', '?'))}</code></h1>"
             f'<p class="muted">{markup.esc(meta.get("cases", "?"))} cases x '

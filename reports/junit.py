@@ -35,9 +35,15 @@ from normdiff.reports.views.mutants import KILLS
 BODY_ROWS = 50  # failing cases listed in one failure's body
 
 
+_UNCARRIED = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _clean(text) -> str:
-    """Text XML 1.0 can carry (control characters from a crash's stderr are dropped)."""
-    return re.sub(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]", "", str(text))
+    """Text XML 1.0 can carry, for every name and text the document holds (names, messages, a
+    crash's stderr): the characters it cannot (NUL, ESC and the other C0 controls, lone surrogates,
+    U+FFFE/U+FFFF) are dropped, and so are DEL and the C1 controls it allows but discourages.
+    ElementTree escapes the rest (`<`, `&`, `]]>`, quotes in attributes)."""
+    return _UNCARRIED.sub("", str(text))
 
 
 def _seconds(rows: pd.DataFrame) -> float:
@@ -131,7 +137,7 @@ def junit_xml(report) -> str:
     # junit-10.xsd's timestamp carries no time zone: the UTC time, as every report writes it
     stamp = utc_now().replace(microsecond=0, tzinfo=None).isoformat()
     host = platform.node() or "localhost"
-    root = ET.Element("testsuites", {"name": f"normdiff suite {meta.get('suite', '')}".strip()})
+    root = ET.Element("testsuites", {"name": _clean(f"normdiff suite {meta.get('suite', '')}".strip())})
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     by_impl: dict[str, list[dict]] = {}
     for c in cases:
@@ -141,7 +147,7 @@ def junit_xml(report) -> str:
                   "skipped": sum(c["status"] == "skipped" for c in group)}
         seconds = sum(c["time"] for c in group)
         suite = ET.SubElement(root, "testsuite", {
-            "name": f"normdiff.{impl}", "tests": str(counts["tests"]), "failures": str(counts["failures"]),
+            "name": _clean(f"normdiff.{impl}"), "tests": str(counts["tests"]), "failures": str(counts["failures"]),
             "errors": "0", "skipped": str(counts["skipped"]), "time": _time(seconds), "timestamp": stamp,
             "hostname": _clean(host), "id": str(index), "package": "normdiff"})
         props = ET.SubElement(suite, "properties")
@@ -150,8 +156,8 @@ def junit_xml(report) -> str:
                             ("normdiff", (meta.get("versions") or {}).get("normdiff"))):
             ET.SubElement(props, "property", {"name": name, "value": _clean(value if value is not None else "")})
         for c in group:
-            testcase = ET.SubElement(suite, "testcase", {"classname": c["classname"], "name": c["name"],
-                                                         "time": _time(c["time"])})
+            testcase = ET.SubElement(suite, "testcase", {"classname": _clean(c["classname"]),
+                                                         "name": _clean(c["name"]), "time": _time(c["time"])})
             if c["status"] == "skipped":
                 ET.SubElement(testcase, "skipped", {"message": _clean(c["message"])})
             elif c["status"] == "failed":

@@ -7,6 +7,7 @@ are escaped on the way out, never taken as markup.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html as _html
 import importlib.util
 import re
@@ -14,26 +15,86 @@ import re
 import pandas as pd
 
 from normdiff.harness.engine.tables import repro_command
-from normdiff.text import number
+from normdiff.text import number, printable
 
 # ---- markdown ---------------------------------------------------------------------------------
+#
+# GitHub renders raw HTML in markdown and takes `|`, backticks, `*`, `_`, `[`, `]` and a leading `#`
+# as structure, so a name (an implementation's, a suite's, a file's) or an exception's text reaches
+# summary.md only through md_text (inline text) or md_code (a code span); markdown_table puts every
+# cell and header through md_cell. Both make the value one line and show its control characters.
+
+
+class Markdown(str):
+    """Markdown already made and safe in a table cell too (what md_text and md_code(..., table=True)
+    return): md_cell leaves it as it is."""
+
+
+_BACKSLASHED = re.compile(r"[\\`*\[\]|~]|(?<![^\W_])_|_(?![^\W_])")  # `_` inside a word is no emphasis
+# what would start a heading, a list item, a thematic break or a numbered item at the start of a line
+_BLOCK_START = re.compile(r"^(?:(#)(?=#{0,5}(?:[ \t]|$))|([+-])(?=[ \t-]|$)|(\d{1,9})([.)])(?=[ \t]|$))")
+
+
+def _one_line(value) -> str:
+    """`value` as one line: newlines, carriage returns and tabs as spaces, any other control
+    character as a visible escape (\\x1b)."""
+    return printable(str(value).translate({10: " ", 13: " ", 9: " "}), newlines=False)
+
+
+def md_text(value) -> Markdown:
+    r"""`value` as inline markdown text that renders as itself and nothing else, in a paragraph, a
+    list item, a heading or a table cell: `<`, `>`, `&` as entities (no tag survives), the markdown
+    metacharacters backslash-escaped (`a|b` -> `a\|b`, `_x_` -> `\_x\_`; an underscore inside a
+    word, as in max_ulp, is no emphasis and stays), a leading `# `, `- `, `+ ` or `1. ` escaped, and one
+    line (see _one_line), without surrounding spaces."""
+    text = _one_line(value).strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _BACKSLASHED.sub(lambda m: "\\" + m.group(), text)
+    text = _BLOCK_START.sub(lambda m: m.group(3) + "\\" + m.group(4) if m.group(3) else "\\" + m.group(), text)
+    return Markdown(text)
+
+
+def md_code(value, table: bool = False) -> str:
+    """`value` as a code span nothing in it can end: fenced by one backtick more than its longest run
+    of backticks, padded with a space where it starts or ends with a backtick or a space (CommonMark
+    takes one off each side), one line (see _one_line). Inside a code span HTML is text (`<script>`
+    shows as typed) and backslashes are literal, so nothing else is escaped; in a GFM table cell
+    (`table`) a `|` still ends the cell, so it is written `\\|`, which the table gives back as `|`
+    (only then is it a Markdown: a span made for running text put in a cell is escaped as text). A
+    value with a backslash before a `|` is no code span in a cell: GitHub's table scanner takes
+    `\\\\|` as an escaped backslash and a cell's end, so it is md_text there."""
+    text = _one_line(value)
+    if not text:
+        return Markdown("") if table else ""
+    if table and "\\|" in text:
+        return md_text(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " " and text.strip()):
+        text = f" {text} "
+    if not table:
+        return fence + text + fence
+    return Markdown(fence + text.replace("|", "\\|") + fence)
 
 
 def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
-    """A GitHub-flavoured markdown table (no tabulate dependency)."""
+    """A GitHub-flavoured markdown table (no tabulate dependency); every header and cell is data
+    (md_cell)."""
     if index:
         frame = frame.reset_index()
     cells = [[md_cell(v) for v in row] for row in frame.itertuples(index=False)]
-    head = [str(c) for c in frame.columns]
+    head = [md_cell(str(c)) for c in frame.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(lines)
 
 
 def md_cell(value) -> str:
+    """One table cell: a float as `number` writes it, markdown already made (a Markdown: md_code(...,
+    table=True)) as it is, anything else as md_text (one line, so one table row per line)."""
+    if isinstance(value, Markdown):
+        return value
     if isinstance(value, float):
         return number(value)
-    return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")  # one table row per line
+    return md_text(value)
 
 
 # ---- HTML -------------------------------------------------------------------------------------
@@ -56,7 +117,9 @@ ROW_CLASSES = {CASE_COLUMN: "casecol", "implementation": "nowrap", "max_ulp": "n
 
 
 def esc(text) -> str:
-    return _html.escape(str(text))
+    """`text` as HTML text or a quoted attribute value: `<`, `>`, `&` and quotes as entities, control
+    characters shown as escapes (normdiff.text.printable)."""
+    return _html.escape(printable(text))
 
 
 def code(text) -> str:
@@ -75,7 +138,13 @@ def case_cell(case_id, implementation, replays: dict | None = None) -> str:
 
 
 def slug(name: str) -> str:
-    return "impl-" + re.sub(r"[^A-Za-z0-9_-]+", "-", str(name))
+    """An id / anchor for an implementation: its name where it holds only [A-Za-z0-9_-], else those
+    characters and a hash of the whole name (two names cannot share an id)."""
+    name = str(name)
+    plain = re.sub(r"[^A-Za-z0-9_-]+", "-", name)
+    if plain != name:
+        plain += "-" + hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "impl-" + plain
 
 
 def outcome_style(value) -> str:
@@ -123,16 +192,18 @@ def table(frame: pd.DataFrame, uuid: str, styles: dict[str, object] | None = Non
             shown[column] = shown[column].map(fn)
         for column in shown.columns:
             if column not in html_columns:
-                shown[column] = shown[column].map(lambda v: _html.escape(number(v)))
+                shown[column] = shown[column].map(lambda v: esc(number(v)))
+        shown.columns = [esc(c) for c in shown.columns]  # headers and index labels are names too
+        shown.index = [esc(i) for i in shown.index]
         return ('<div class="scroll">' + shown.to_html(index=index, escape=False, classes=table_class, border=0,
                                                         na_rep=na_rep) + "</div>")
     styler = (frame.style.set_uuid(uuid).set_table_attributes(f'class="{table_class}"')
-              .format_index(escape="html", axis=0).format_index(escape="html", axis=1))
+              .format_index(printable, escape="html", axis=0).format_index(printable, escape="html", axis=1))
     if not index:
         styler = styler.hide(axis="index")
     plain = [c for c in frame.columns if c not in html_columns]
     if plain:
-        styler = styler.format(lambda v: number(v), subset=plain, escape="html", na_rep=na_rep)
+        styler = styler.format(lambda v: printable(number(v)), subset=plain, escape="html", na_rep=na_rep)
     for column, fn in (formats or {}).items():
         styler = styler.format(fn, subset=[column], escape=None if column in html_columns else "html",
                                na_rep=na_rep)
@@ -173,7 +244,7 @@ class Page:
             return f'<p class="note">{esc(self.note)}</p>'
         uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
         return (f'<figure><img src="{uri}" alt="{esc(alt)}">'
-                f"<figcaption>{caption} (also <code>plots/{esc(name)}.png</code>)</figcaption></figure>")
+                f"<figcaption>{esc(caption)} (also <code>plots/{esc(name)}.png</code>)</figcaption></figure>")
 
     def _path(self, name: str):
         if self.out_dir is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from normdiff.files import atomic_write
-from normdiff.reports import html, junit
+from normdiff.reports import folder, html, junit
 from normdiff.reports.markdown import summary_markdown
 from normdiff.reports.views import VIEWS
 from normdiff.reports.views.agreement import EXACT_SHARE, braces
@@ -20,29 +20,38 @@ from normdiff.reports.views.summary import COLUMNS as SUMMARY_COLUMNS
 
 
 def write(report, out_dir: str | os.PathLike) -> Path:
+    """Write the report folder: staged in a fresh folder, then put in place whole (reports/folder.py),
+    so a reader never sees a mix of two runs; an earlier run's files this one does not write
+    (changes.csv of a compared run) go with the old folder, and files normdiff did not write stay."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for view in VIEWS.values():
-        written = view.files(report, report.view(view.name)) if view.files else {}
-        for name, text in written.items():
-            atomic_write(out / name, text)
-        for name in set(view.owns) - set(written):  # an earlier run's (changes.csv of a compared run)
-            (out / name).unlink(missing_ok=True)
-    atomic_write(out / "summary.md", summary_markdown(report))
-    atomic_write(out / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
-    atomic_write(out / "junit.xml", junit.junit_xml(report))
-    atomic_write(out / "report.html", html.render_html(report, out))  # draws its plots into out/plots/
+    with folder.staged(out, incomplete=report.meta.get("incomplete")) as stage:
+        for view in VIEWS.values():
+            for name, text in (view.files(report, report.view(view.name)) if view.files else {}).items():
+                atomic_write(stage / name, text)
+        atomic_write(stage / "summary.md", summary_markdown(report))
+        atomic_write(stage / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
+        atomic_write(stage / "junit.xml", junit.junit_xml(report))
+        atomic_write(stage / "report.html", html.render_html(report, stage))  # draws plots into plots/
     return out
 
 
 def terminal(report) -> str:
+    """The short summary for a terminal. Names come from the user (any function, command or file
+    name): each is printed with its control characters as escapes and on its line (printable)."""
+    from normdiff.text import printable
+
+    def one(value) -> str:
+        return printable(value, newlines=False)
+
     summary = report.summary[SUMMARY_COLUMNS + ["worst_max_ulp"]]
     summary = summary[summary["kind"] != "mutant"]
     summary = summary.loc[:, (summary != 0).any(axis=0)]  # drop all-zero outcome columns
+    summary = summary.assign(**{c: summary[c].map(one) for c in summary.columns
+                                if not pd.api.types.is_numeric_dtype(summary[c])})
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         text = summary.to_string(index=False, float_format=lambda v: f"{v:.3g}")
-    groups = "; ".join(braces(g) for g in report.groups("agree"))
-    exact = "\n".join(f"  {dtype:<9} " + "; ".join(braces(g) for g in fams)
+    groups = "; ".join(braces(map(one, g)) for g in report.groups("agree"))
+    exact = "\n".join(f"  {one(dtype):<9} " + "; ".join(braces(map(one, g)) for g in fams)
                       for dtype, fams in report.exact_families().items())
     return (f"{text}\n\n{_mutant_line(report)}agreement groups: {groups}\n"
             f"bit-exact families (identical on >= {EXACT_SHARE:.0%} of elements):\n{exact}\n")
@@ -54,4 +63,8 @@ def _mutant_line(report) -> str:
         return ""
     missed = kills[~kills["caught"]]["mutant"].tolist()
     line = f"mutants caught: {int(kills['caught'].sum())}/{len(kills)}"
-    return line + (f"; MISSED (the harness went blind): {', '.join(missed)}" if missed else "") + "\n"
+    if missed:
+        from normdiff.text import printable
+
+        line += "; MISSED (the harness went blind): " + ", ".join(printable(m, newlines=False) for m in missed)
+    return line + "\n"

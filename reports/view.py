@@ -19,7 +19,7 @@ class View:
     markdown: Callable[[Any, Any], str] | None = None  # (report, data) -> summary.md section
     html: Callable[[Any, Any, Any], str] | None = None  # (report, data, page) -> report.html section
     nav: str = ""  # the page's link text (the section's id is the view's name)
-    owns: tuple[str, ...] = ()  # the files `files` may write; one it did not write this run is removed
+    owns: tuple[str, ...] = ()  # the files `files` may write (a run's manifest lists what it wrote)
     describes: tuple[tuple[str, str], ...] = ()  # (file names, what they hold), for the page's file list
 
 

@@ -99,10 +99,10 @@ def _known(what: str, asked: set, there: set, suite: str) -> None:
 
 
 def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, eps: float | None = None,
-          dtypes=(), regimes=()) -> CheckResult:
+          dtypes=(), regimes=(), keep_calling: bool = False) -> CheckResult:
     ((op, convention),) = impl.op_conventions
     cases = check_suite(suite, op, convention, eps, dtypes, regimes)
-    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True)
+    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     rows = report.results
     outcome = rows["outcome"].astype(str)
     known = explained(rows)
@@ -156,8 +156,14 @@ def _plain(value):
 
 
 def _first_detail(rows) -> str:
+    """Why nothing ran: the first reason that is not a consequence of another (after a hang, the
+    other calls' "not run" points at the one that hung), with how many cases it cost."""
     details = [d for d in rows["detail"].astype(str) if d and d != "nan"]
-    return details[0] if details else "the implementation produced no output"
+    if not details:
+        return "the implementation produced no output"
+    cause = next((d for d in details if not d.startswith("not run:")), details[0])
+    skipped = sum(d.startswith("not run:") for d in details)
+    return cause + (f"; the other {skipped} calls were not made (--keep-calling makes them)" if skipped else "")
 
 
 def _not_run(failed) -> list[dict]:
@@ -202,32 +208,41 @@ def _worst(rows, report, impl: str) -> dict:
 
 
 def describe(result: CheckResult, target: str) -> str:
+    """The check as text for a terminal. The target, names, case ids and the text of what failed
+    come from the user's code: their control characters print as escapes (normdiff.text.printable),
+    and a name or case id stays on its line."""
+    from normdiff.text import printable
+
+    def one(value) -> str:
+        return printable(value, newlines=False)
+
     c = result.cases
-    head = f"normdiff check {target}: {result.op}@{result.convention} ({result.framework})"
+    head = f"normdiff check {one(target)}: {one(result.op)}@{one(result.convention)} ({one(result.framework)})"
     if result.verdict == "error":
-        return f"{head}\n  cannot run it: {result.message}"
+        return printable(f"{head}\n  cannot run it: {result.message}")
     known = f", {c['known_finding']} explained by a known finding" if c.get("known_finding") else ""
     lines = [head, f"  {result.verdict.upper()}: {c['agree']} of {c['total']} cases agree, {c['disagree']} disagree, "
                    f"{c['error']} could not run{known}"]
     for group in result.not_run:
-        lines.append(f"  could not run, {group['dtype']} ({group['cases']} case(s), e.g. {group['example']}): "
-                     f"{group['reason']}")
+        lines.append(f"  could not run, {one(group['dtype'])} ({group['cases']} case(s), "
+                     f"e.g. {one(group['example'])}): {group['reason']}")
     if result.output_dtype:
-        lines.append(f"  output dtype: {result.output_dtype}")
+        lines.append(f"  output dtype: {one(result.output_dtype)}")
     if result.margin:
         m = result.margin
         lines.append(f"  margin: worst {number(m['worst_ulp'])} ulp against a budget of {number(m['budget_ulp'])} "
-                     f"({m['case_id']}); {m['identical']} of {m['of']} cases bit-identical to the exact result rounded")
+                     f"({one(m['case_id'])}); {m['identical']} of {m['of']} cases bit-identical to the exact result "
+                     "rounded")
     lines += _diagnosis_lines(result)
     w = result.worst_case
     if w:
-        lines.append(f"  worst case: {w['headline']}")
+        lines.append(f"  worst case: {one(w['headline'])}")
         if "x" in w:
             fmt = lambda v: " ".join(f"{a:>10.4g}" for a in v)  # noqa: E731
-            lines += [f"    row {w['row']}, columns {', '.join(w['columns'])}", f"    x          {fmt(w['x'])}",
+            lines += [f"    row {w['row']}, columns {one(', '.join(w['columns']))}", f"    x          {fmt(w['x'])}",
                       f"    reference  {fmt(w['reference'])}", f"    yours      {fmt(w['yours'])}",
                       f"    ulp error  {fmt(w['ulp_error'])}"]
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
 
 
 def _diagnosis_lines(result: CheckResult) -> list[str]:

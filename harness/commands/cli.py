@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import traceback
 
+from normdiff import interrupts, processes
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
+from normdiff.text import printable
 
 USAGE_ERROR = 2
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h)
@@ -42,6 +45,24 @@ class _ForWith(argparse.Action):
         withs[-1][self.dest] = value
 
 
+def _seconds(text: str) -> float:
+    """A --timeout: a finite number of seconds above 0 (nan, inf, 0 and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, e.g. 60") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds above 0, e.g. 60")
+    return value
+
+
+def _timeout_options(p) -> None:
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds one call may take; importing an "
+                   "implementation may take as long, at least 15 s (default: %(default)s)")
+    p.add_argument("--keep-calling", action="store_true", help="after a call times out, still make that "
+                   "implementation's other calls (default: they are reported as not run)")
+
+
 def _user_code_options(p, action=None, what: str = "") -> None:
     """How a user's target is called: the same flags for check, repro and each run --with."""
     extra = {"action": action} if action else {}
@@ -63,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="normdiff-report", help="report folder (default: %(default)s)")
     run.add_argument("--implementation", "-i", action="append", dest="implementations", metavar="NAME",
                      help="run only this implementation (repeatable)")
-    run.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
+    _timeout_options(run)
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
                                                              "regression baseline (JSON)")
@@ -91,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     _user_code_options(repro)
     repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
                                                            "replays it without normdiff's runner")
-    repro.add_argument("--timeout", type=float, default=60.0, help="seconds the call may take (default: %(default)s)")
+    repro.add_argument("--timeout", type=_seconds, default=60.0, help="seconds the call may take (default: %(default)s)")
     check = sub.add_parser("check", help="judge your own implementation and diagnose its bug")
     check.add_argument("target", nargs="?", help="FILE.py:NAME, package.module:NAME (a function, a module class or "
                                                  "a graph factory) or FILE.onnx")
@@ -107,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="only the cases of this dtype (bfloat16, float16, float32; repeatable)")
     check.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME",
                        help="only the cases of this input regime (normal, tiny_rms, tiny_rms:1e-3, ...; repeatable)")
-    check.add_argument("--timeout", type=float, default=60.0, help="seconds one call may take (default: %(default)s)")
+    _timeout_options(check)
     check.add_argument("--out", metavar="DIR", help="also write the report folder run writes (results.csv, "
                                                     "summary.md, report.html, junit.xml)")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object (with a row per case)")
@@ -124,13 +145,27 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `normdiff list bugs | head` ends quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "explain": _explain, "check": _check,
-                "repro": _repro}[args.subcommand](args)
+        with interrupts.handled():
+            args = _parser().parse_args(argv)
+            # as the normdiff program (not called from someone's process, whose other children are
+            # not ours), adopt escaped grandchildren of the workers and end them all on the way out
+            own_process = argv is None
+            if own_process:
+                processes.become_subreaper()
+            try:
+                return {"run": _run, "list": _list, "explain": _explain, "check": _check,
+                        "repro": _repro}[args.subcommand](args)
+            finally:
+                if own_process:
+                    processes.kill_descendants()
     except UsageError as exc:  # unknown names and malformed suites: the message says what to fix
-        print(f"normdiff: error: {exc}", file=sys.stderr)
+        print(f"normdiff: error: {printable(exc)}", file=sys.stderr)
         return USAGE_ERROR
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: one line, the shell's exit status
+        stop = interrupts.as_interrupted(exc)
+        print(f"normdiff: stopped by {stop.name}; {getattr(stop, 'said', 'nothing was written')}", file=sys.stderr)
+        return stop.exit_code
     except Exception:  # a bug of ours: say so, with the traceback to report
         traceback.print_exc()
         print("normdiff: internal error (a bug in normdiff, not in your input); please report it with the "
@@ -138,11 +173,31 @@ def main(argv: list[str] | None = None) -> int:
         return INTERNAL_ERROR
 
 
+def _partial(stop: interrupts.Interrupted, out) -> None:
+    """Write what a stopped run computed into `out`, marked incomplete, and say so in the one line
+    the CLI prints. A second signal while writing leaves the folder as it was."""
+    if stop.partial is None or not out:
+        stop.said = "nothing was computed yet, nothing was written" if stop.partial is None else "nothing was written"
+        return
+    from normdiff.reports import render
+
+    try:
+        written = render.write(stop.partial, out)
+    except KeyboardInterrupt:
+        stop.said = f"stopped again while writing; {out} is as it was"
+        return
+    stop.said = f"partial results ({stop.partial.meta['incomplete']}) written to {written}/, marked incomplete"
+
+
 def _run(args) -> int:
     from normdiff.cases import suites
     from normdiff.harness import api
+    from normdiff.reports import folder
     from normdiff.reports.progress import progress_printer
 
+    folder.check_folder(args.out)  # before any work: a run must never be computed and then lost
+    if args.save_baseline:
+        folder.check_file(args.save_baseline, "--save-baseline")
     impls = api.select(args.implementations) + _with_implementations(args.withs, args.timeout)
     suite, base = suites.load(args.suite), None
     if args.baseline or args.save_baseline:
@@ -150,8 +205,12 @@ def _run(args) -> int:
     if args.baseline:  # an unusable baseline stops the run before it starts (exit 2)
         base = baseline.load(args.baseline)
         baseline.check_suite(base, suite.name)
-    report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst",
-                           progress=None if args.quiet else progress_printer())
+    try:
+        report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst",
+                               progress=None if args.quiet else progress_printer(), keep_calling=args.keep_calling)
+    except interrupts.Interrupted as stop:
+        _partial(stop, args.out)
+        raise
     from normdiff.reports import render
 
     comparison = baseline.attach(report, base) if base is not None else None
@@ -210,6 +269,10 @@ def user_code_implementation(spec: dict, op: str, convention: str, timeout: floa
 
 def _repro(args) -> int:
     from normdiff.harness.commands import repro
+    from normdiff.reports import folder
+
+    if args.script:
+        folder.check_file(args.script, "--script")
 
     if args.implementation:
         case, impl = repro.resolve(args.case_id, args.implementation)
@@ -229,6 +292,10 @@ def _check(args) -> int:
 
     target = args.target or args.command
     written = None
+    if args.out:
+        from normdiff.reports import folder
+
+        folder.check_folder(args.out, "--out")
     try:
         if args.command and args.target:
             raise usercode.TargetError("give either a target or --command, not both")
@@ -236,8 +303,12 @@ def _check(args) -> int:
             raise usercode.TargetError("nothing to check: give FILE.py:NAME, package.module:NAME, FILE.onnx or "
                                        "--command")
         impl = user_code_implementation(vars(args), args.op, args.convention, args.timeout)
-        result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
-                             regimes=args.regimes)
+        try:
+            result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
+                                 regimes=args.regimes, keep_calling=args.keep_calling)
+        except interrupts.Interrupted as stop:
+            _partial(stop, args.out)
+            raise
         if args.out:
             from normdiff.reports import render
 
@@ -263,6 +334,11 @@ def _json_default(value):
 
 def _explain(args) -> int:
     from normdiff.harness.commands import explain
+
+    if args.plot:
+        from normdiff.reports import folder
+
+        folder.check_file(args.plot, "--plot")
 
     print(explain.explain(args.bug, args.suite, args.plot) if args.bug else explain.bug_table())
     return 0

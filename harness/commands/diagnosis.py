@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -214,7 +215,14 @@ class _Examined:
 
 
 def diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int = 5) -> Diagnosis:
-    """`outputs`: case id -> the implementation's output, for the cases where it disagrees."""
+    """`outputs`: case id -> the implementation's output, for the cases where it disagrees. Outputs
+    may be Inf or NaN anywhere: NumPy's warnings about them are not the user's business."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _diagnose(outputs, op, convention, top)
+
+
+def _diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int) -> Diagnosis:
     examined = _Examined(outputs, op)
     base = get_contract(op, convention)
     singles = [m for m in (examined.score(c, base, convention) for c in candidates(op, convention)) if m]

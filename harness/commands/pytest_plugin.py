@@ -24,14 +24,18 @@ class Checker:
         mx.fast.rms_norm, or a target string as `normdiff check` takes it) and fail the test unless
         it agrees with the convention; returns the CheckResult. The keywords are check's options."""
         from normdiff.harness.commands import check, usercode
+        from normdiff.harness.data.errors import UsageError
 
-        target = fn if isinstance(fn, str) else target_of(fn)
+        try:
+            target = fn if isinstance(fn, str) else target_of(fn)
+        except TypeError as exc:
+            pytest.fail(f"normdiff cannot check {fn!r}: {exc}", pytrace=False)
         try:
             impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
                                                 weight_attr=weight_attr)
             result = check.check(impl, suite or self.suite, timeout=self.timeout, eps=eps, dtypes=dtypes,
                                  regimes=regimes)
-        except usercode.TargetError as exc:
+        except (usercode.TargetError, UsageError) as exc:
             pytest.fail(f"normdiff cannot run {target}: {exc}", pytrace=False)
         if result.verdict != "agrees":
             pytest.fail(check.describe(result, target), pytrace=False)
@@ -41,8 +45,13 @@ class Checker:
 def target_of(fn) -> str:
     """'FILE.py:NAME' for a module-level function or class (the worker process imports it there);
     'module:NAME' for a compiled one (a library's: mlx.core.fast:rms_norm)."""
+    if not callable(fn):
+        raise TypeError(f"it is a {type(fn).__name__}, not a function or a class: pass the function itself "
+                        "or a target string 'FILE.py:NAME'")
     fn = inspect.unwrap(fn)  # jax.jit and functools.wraps keep the original in __wrapped__
     name = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "")
+    if getattr(fn, "__module__", None) == "builtins" or inspect.isbuiltin(fn) and not getattr(fn, "__module__", None):
+        raise TypeError(f"{name} is a Python built-in, not a normalization: pass your own function")
     if not name or "<" in name or "." in name:
         raise TypeError(f"normdiff.check needs a module-level function or class (got {name or fn!r}): "
                         "it runs in a separate process, which imports it from its file")

@@ -115,28 +115,36 @@ def _py_float(value) -> str:
 
 
 def describe(r: Replay) -> str:
+    """The replay as text for a terminal. Names, the description, the detail (an exception's text or
+    a command's stderr) come from the user: their control characters print as escapes
+    (normdiff.text.printable), and a name stays on its line."""
+    from normdiff.text import printable
+
+    def one(value) -> str:
+        return printable(value, newlines=False)
+
     row, case, impl = r.row, r.case, r.impl
     budget = row.get("tolerance_ulp")
-    lines = [f"case            {case.id}",
+    lines = [f"case            {one(case.id)}",
              f"contract        {case.contract.describe()}",
-             f"implementation  {impl.name} ({impl.kind}, {impl.framework}): {impl.description}",
-             f"outcome         {row['outcome']}" + (f" (budget {_number(budget)} ulp of {case.dtype})"
-                                                   if budget == budget and budget is not None else ""),
-             f"measured        {messages.headline(row)}",
+             f"implementation  {one(impl.name)} ({one(impl.kind)}, {one(impl.framework)}): {one(impl.description)}",
+             f"outcome         {one(row['outcome'])}" + (f" (budget {_number(budget)} ulp of {one(case.dtype)})"
+                                                        if budget == budget and budget is not None else ""),
+             f"measured        {one(messages.headline(row))}",
              "errors          " + "  ".join(f"{k} {_number(row.get(k))}" for k in
                                            ("max_ulp", "p99_ulp", "max_abs", "rel_l2")),
              "detectors       " + "  ".join(f"{k} {_number(row.get(k))}" for k in DETECTORS),
              "plausibility    " + "  ".join(f"{k} {_number(row.get(k))}" for k in PLAUSIBILITY)]
     if row.get("output_dtype"):
-        lines.append(f"output          {row['output_dtype']}, digest {row.get('output_digest', '')}")
+        lines.append(f"output          {one(row['output_dtype'])}, digest {one(row.get('output_digest', ''))}")
     if row.get("detail"):
         lines.append(f"detail          {row['detail']}")
     if row.get("known_finding"):
-        lines.append(f"known finding   {row['known_finding']}")
+        lines.append(f"known finding   {one(row['known_finding'])}")
     if r.output is not None and np.shape(r.output) == r.exact.shape:
         lines += ["", worst.as_text(worst.side_by_side({(case.id, impl.name): r.output}, case.id, impl.name))]
     lines += ["", f"max_ulp {_number(row.get('max_ulp'))}"]
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # the detail may span lines; nothing in it acts on the terminal
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from normdiff.cases.suites import Suite
+from normdiff.interrupts import Interrupted
 from normdiff.harness.data.budgets import budget_table
 from normdiff.harness.engine import provenance, runner
 from normdiff.implementations.entry import Implementation
@@ -24,16 +25,32 @@ class RunTables:
 
 
 def run(suite: Suite, implementations: list[Implementation], timeout: float = 60.0, progress=None,
-        keep_outputs: bool | str = False, meanwhile=None) -> RunTables:
+        keep_outputs: bool | str = False, meanwhile=None, keep_calling: bool = False) -> RunTables:
     """Run every case of `suite` through `implementations`. keep_outputs: True keeps every output
     array, "worst" only those a report's side-by-sides show. `meanwhile()` runs while the workers
-    compute (after pandas is imported there): a caller's own slow imports."""
+    compute (after pandas is imported there): a caller's own slow imports. Stopped by a signal, it
+    raises Interrupted whose `partial` is the RunTables of what finished, meta["incomplete"] set."""
     def overlap():
         _import_tables()
         if meanwhile:
             meanwhile()
 
-    data = runner.run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap)
+    try:
+        data = runner.run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap,
+                          keep_calling=keep_calling)
+    except Interrupted as stop:
+        partial = stop.partial
+        stop.partial = None
+        if partial is not None and partial.outcomes:
+            stop.partial = _tables(suite, implementations, partial, keep_outputs)
+            stop.partial.meta["incomplete"] = (f"stopped by {stop.name} after {len(partial.outcomes)} of "
+                                               f"{partial.planned} outcomes")
+        raise
+    return _tables(suite, implementations, data, keep_outputs)
+
+
+def _tables(suite: Suite, implementations: list[Implementation], data: runner.RunData,
+            keep_outputs: bool | str) -> RunTables:
     from normdiff.harness.engine import tables
 
     targets = {impl.name: dict(impl.params).get("target", "") for impl in implementations if impl.params}

@@ -9,6 +9,8 @@ call: far fewer calls and, for JAX, far fewer compilations.
 from __future__ import annotations
 
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normdiff.cases.model import Case, CaseInputs
+from normdiff.interrupts import as_interrupted
 from normdiff.cases.suites import Suite
 from normdiff.harness.data.budgets import budget_for
 from normdiff.harness.data.dtypes import get_format
@@ -57,6 +60,7 @@ class Outcome:
 class RunData:
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
+    planned: int = 0  # the outcomes the run set out to produce (fewer are there when it was stopped)
 
 
 def prepare(case: Case) -> Prepared:
@@ -127,26 +131,40 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
     return outcomes
 
 
-def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue) -> None:
+def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue,
+           keep_calling: bool = False) -> None:
     """One worker's whole job: import its implementations (while the parent is still drawing
-    cases), then run its tasks in order, putting judged outcomes on `sink`, and None when done."""
+    cases), then run its tasks in order, putting judged outcomes on `sink`, and None when done.
+    Once a worker is killed because normdiff is stopping, nothing more is put: those replies say
+    only that it was stopped."""
     try:
-        failed = {}
+        failed, hung = {}, {}
         for impl in impls:
             reply = worker.call(("load", impl))
             if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
                 failed[impl.name] = reply
         for task in tasks_when_ready():
-            sink.put(_run_task(worker, task, failed))
+            outcomes = _run_task(worker, task, failed, hung, keep_calling)
+            if worker.closed:
+                return
+            sink.put(outcomes)
     finally:
         sink.put(None)  # always: the collector waits for one None per worker
 
 
-def _run_task(worker: Worker, task: Task, failed: dict) -> list[Outcome]:
-    if task.impl.name in failed:
-        return _judge_task(task, failed[task.impl.name])
+def _run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> list[Outcome]:
+    name = task.impl.name
+    if name in failed:
+        return _judge_task(task, failed[name])
+    if name in hung and not keep_calling:
+        # a hang is seldom a one-off: paying the full limit on every case would turn one bad
+        # function into hours (66 cases x 60 s)
+        return _judge_task(task, ("timeout", f"not run: the previous call hung on {hung[name]} (--keep-calling "
+                                             "runs every call)"))
     c = task.cases[0].case
     reply = worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))
+    if reply[0] == "timeout":
+        hung[name] = c.id
     try:
         return _judge_task(task, reply)
     except Exception as exc:  # a bug of ours in judging must cost these outcomes, not the run
@@ -155,10 +173,14 @@ def _run_task(worker: Worker, task: Task, failed: dict) -> list[Outcome]:
 
 
 def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None,
-        meanwhile=None) -> RunData:
+        meanwhile=None, keep_calling: bool = False) -> RunData:
     """Run every case of `suite` through `impls`; one Outcome per case x implementation.
     `meanwhile()` is called on this thread once the workers have their tasks: work that overlaps
-    theirs (the CLI imports pandas for the report there)."""
+    theirs (the CLI imports pandas for the report there). After a call times out, that
+    implementation's remaining calls are not made unless `keep_calling`.
+
+    A KeyboardInterrupt (or normdiff.interrupts.Interrupted: SIGTERM, SIGHUP) ends every worker and
+    comes back out as Interrupted whose `partial` is the RunData of what had finished."""
     start = time.perf_counter()
     data = RunData()
     runnable: dict[str, list[Implementation]] = defaultdict(list)
@@ -178,25 +200,57 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         return lambda: (ready.wait(), tasks[framework])[1]
 
     sink: queue.Queue = queue.Queue()
-    workers = {fw: Worker(fw, timeout=timeout) for fw in runnable}
-    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink), daemon=True)
+    tmp_dir = tempfile.mkdtemp(prefix="normdiff-run-")  # the workers' TMPDIR, removed at the end
+    workers = {fw: Worker(fw, timeout=timeout, tmp_dir=tmp_dir) for fw in runnable}
+    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling),
+                                daemon=True)
                for fw, w in workers.items()]
-    for t in threads:
-        t.start()
-    prepared = [prepare(c) for c in suite.cases]
-    for fw, fw_impls in runnable.items():
-        tasks[fw] = [t for impl in fw_impls for t in plan(prepared, impl)]
-    total = sum(len(t.cases) for ts in tasks.values() for t in ts)
-    ready.set()
-    if meanwhile:
-        meanwhile()
     try:
-        _collect(data, sink, len(threads), total, progress)
+        for t in threads:
+            t.start()
+        prepared = [prepare(c) for c in suite.cases]
+        for fw, fw_impls in runnable.items():
+            tasks[fw] = [t for impl in fw_impls for t in plan(prepared, impl)]
+        data.planned = len(data.outcomes) + sum(len(t.cases) for ts in tasks.values() for t in ts)
+        ready.set()
+        if meanwhile:
+            meanwhile()
+        _collect(data, sink, len(threads), data.planned - len(data.outcomes), progress)
+    except KeyboardInterrupt as exc:
+        stop = as_interrupted(exc)
+        _stop(workers, threads, ready, tasks, runnable)
+        _drain(data, sink)
+        data.seconds = time.perf_counter() - start
+        stop.partial = data
+        raise stop from None
     finally:
         for worker in workers.values():
             worker.close()
+        shutil.rmtree(tmp_dir, ignore_errors=True)
     data.seconds = time.perf_counter() - start
     return data
+
+
+def _stop(workers: dict, threads: list, ready: threading.Event, tasks: dict, runnable: dict) -> None:
+    """End every worker now and let their threads finish (they put nothing more)."""
+    for fw in runnable:
+        tasks.setdefault(fw, [])
+    ready.set()
+    for worker in workers.values():
+        worker.kill()
+    for t in threads:
+        t.join(timeout=10)
+
+
+def _drain(data: RunData, sink: queue.Queue) -> None:
+    """The outcomes finished before the stop that the collector had not taken yet."""
+    while True:
+        try:
+            item = sink.get_nowait()
+        except queue.Empty:
+            return
+        if item is not None:
+            data.outcomes += item
 
 
 def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progress) -> None:

@@ -11,6 +11,12 @@ Messages:
     ("call", Implementation, op, Contract, CaseInputs) -> ("ok", ndarray, seconds)
                                                       | ("error", message) | ("unavailable", reason)
 The worker ends when its request pipe closes (the parent kills it at the end of a run).
+
+The worker is a subreaper: whatever processes the code leaves running stay below it (a daemonized
+grandchild too), and the parent ends them all with the worker. Not after each call: frameworks keep
+helper processes across calls (tinygrad's compile pool hangs when they vanish). Each call checks what it was given back: a
+non-array (a tuple, a list, None, a generator) and an input changed in place are errors that say so;
+the inputs are unpickled afresh for each call, so no other implementation sees a changed one.
 """
 from __future__ import annotations
 
@@ -20,6 +26,9 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+import numpy as np
+
+from normdiff import processes
 from normdiff.implementations.frameworks import FRAMEWORKS, to_numpy
 from normdiff.implementations.loading import load_entry
 
@@ -40,6 +49,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+def _exited(exc: BaseException) -> str:
+    """What to say of code that tried to end the process instead of returning."""
+    if isinstance(exc, SystemExit):
+        return (f"called sys.exit({exc.code!r}) (or exit()): an implementation must return its output, "
+                "not end the process")
+    return f"raised {_describe(exc)}"
+
+
 def handle(message: tuple) -> tuple:
     kind = message[0]
     impl = message[1]
@@ -50,14 +67,63 @@ def handle(message: tuple) -> tuple:
         return ("unavailable", f"cannot import {impl.entry}: {_describe(exc)}")
     except Exception as exc:  # an error inside the module that defines the implementation
         return ("error", f"loading {impl.name} failed: {_describe(exc)}")
+    except BaseException as exc:  # sys.exit at import: the worker lives on to say so
+        return ("error", f"loading {impl.name} failed: it {_exited(exc)}")
     if kind == "load":
         return ("ok", None, time.perf_counter() - start)
     _, _, op, contract, inputs = message
+    before = {name: array.copy() for name, array in inputs.arrays.items()}
     try:
-        out = to_numpy(adapter(op, contract, inputs))
+        value = adapter(op, contract, inputs)
     except Exception as exc:
         return ("error", _describe(exc))
-    return ("ok", out, time.perf_counter() - start)
+    except BaseException as exc:
+        return ("error", f"it {_exited(exc)}")
+    seconds = time.perf_counter() - start
+    problem = output_problem(value) or changed_inputs(before, inputs.arrays)
+    if problem:
+        return ("error", problem)
+    out = to_numpy(value)
+    if out.dtype == object:
+        return ("error", f"returned a {type(value).__name__}, which is not an array of numbers")
+    return ("ok", out, seconds)
+
+
+def output_problem(value) -> str | None:
+    """What is wrong with a returned value that is no array at all, in the words that fix it."""
+    if value is None:
+        return ("returned None: return the output array (code that writes its result into an argument must "
+                "also return it)")
+    if isinstance(value, tuple):
+        return f"returned a tuple of {len(value)}: return the output only"
+    if isinstance(value, list):
+        return (f"returned a list of {len(value)}, not an array: return the array itself (np.asarray or the "
+                "framework's tensor)")
+    if isinstance(value, dict):
+        keys = ", ".join(repr(k) for k in list(value)[:5])
+        return f"returned a dict (keys {keys}): return the output array only"
+    if hasattr(value, "__next__") or type(value).__name__ in ("generator", "coroutine"):
+        return f"returned a {type(value).__name__}: return the array itself (is there a `yield`?)"
+    if isinstance(value, (int, float, complex, str, bytes)):
+        return f"returned a {type(value).__name__}, not an array shaped like x"
+    return None
+
+
+def changed_inputs(before: dict, after: dict) -> str | None:
+    """Which inputs the call wrote to, compared bit for bit (NaN and -0 included)."""
+    for name, old in before.items():
+        new = after[name]
+        if new.shape != old.shape or new.dtype != old.dtype:
+            return f"changed its input {name!r} in place (now {new.dtype}{new.shape}): compute into a new array"
+        if not old.size:
+            continue
+        differs = old.view(np.uint8).reshape(old.size, -1) != new.view(np.uint8).reshape(new.size, -1)
+        count = int(differs.any(axis=1).sum())
+        if count:
+            return (f"modified its input {name!r} in place ({count} of {old.size} elements changed): an "
+                    "implementation must not write to its inputs (the caller's tensor would be corrupted); "
+                    "compute into a new array")
+    return None
 
 
 def serve(requests: Connection, replies: Connection) -> None:
@@ -70,9 +136,13 @@ def serve(requests: Connection, replies: Connection) -> None:
 
 
 def main(argv: list[str]) -> None:
+    processes.die_with_parent()
+    if os.getppid() != int(os.environ.get("NORMDIFF_PARENT_PID", os.getppid())):
+        return  # the parent died before we asked to die with it
     read_fd, write_fd = int(argv[0]), int(argv[1])
     os.dup2(2, 1)  # keep implementations' prints off the protocol pipes
     sys.stdout = sys.stderr
+    processes.become_subreaper()
     serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False))
 
 

@@ -84,9 +84,10 @@ def braces(group) -> str:
 
 def _markdown(report, data) -> str:
     lines = ["## Groups that agree on every shared case (within the ULP budget)", ""]
-    lines += [f"- {', '.join(g)}" for g in data["groups"]]
+    lines += [f"- {', '.join(markup.md_text(n) for n in g)}" for g in data["groups"]]
     lines += ["", f"## Bit-exact families (bit-identical on at least {EXACT_SHARE:.0%} of the elements of shared cases)", ""]
-    lines += [f"- {dtype}: " + "; ".join(braces(g) for g in fams) for dtype, fams in data["families"].items()]
+    lines += [f"- {markup.md_text(dtype)}: " + "; ".join(braces(markup.md_text(n) for n in g) for g in fams)
+              for dtype, fams in data["families"].items()]
     return "\n".join(lines)
 
 

@@ -22,7 +22,8 @@ def derive(report) -> list[tuple[str, str]]:
 
 
 def _markdown(report, rows) -> str:
-    return "## Budgets (ULPs of the output dtype)\n\n" + "\n".join(f"- {dtype}: {text}" for dtype, text in rows)
+    lines = [f"- {markup.md_text(dtype)}: {markup.md_text(text)}" for dtype, text in rows]
+    return "## Budgets (ULPs of the output dtype)\n\n" + "\n".join(lines)
 
 
 def _html(report, rows, page) -> str:

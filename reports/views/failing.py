@@ -23,7 +23,7 @@ def _markdown(report, bad) -> str:
     shown = bad.head(MARKDOWN_ROWS)
     frame = shown.assign(error=[messages.figures(r) for _, r in shown.iterrows()],
                          detail=[messages.detail(r) for _, r in shown.iterrows()],
-                         replay=[f"`{repro_command(c, i, report.meta.get('replay'))}`"
+                         replay=[markup.md_code(repro_command(c, i, report.meta.get('replay')), table=True)
                                  for c, i in zip(shown["case_id"], shown["implementation"])])
     return (f"## Failing rows (worst {MARKDOWN_ROWS})\n\n"
             + markup.markdown_table(frame[["case_id", "implementation", "outcome", "error", "detail", "replay"]]))

@@ -22,9 +22,10 @@ def _markdown(report, data) -> str:
     if not data["rows"].empty:
         lines += ["## Known findings (real libraries that disagree with their contract; not failures)", ""]
         for (impl, text), rows in _by_finding(data["rows"]):
-            lines.append(f"- **{impl}**, {len(rows)} case(s) ({', '.join(sorted(rows['case_id']))}): {text}")
+            cases = ", ".join(markup.md_text(c) for c in sorted(rows["case_id"]))
+            lines.append(f"- **{markup.md_text(impl)}**, {len(rows)} case(s) ({cases}): {markup.md_text(text)}")
     for note in data["stale"]:
-        lines += ["", f"Known finding no longer reproduces: {note}"]
+        lines += ["", f"Known finding no longer reproduces: {markup.md_text(note)}"]
     return "\n".join(lines).strip("\n")
 
 

@@ -33,7 +33,8 @@ def _html(report, rows, page) -> str:
 
 
 def _markdown_versions(report, rows) -> str:
-    return "## Versions\n\n" + "\n".join(f"- {k}: {v}" for k, v in (report.meta.get("versions") or {}).items())
+    return "## Versions\n\n" + "\n".join(f"- {markup.md_text(k)}: {markup.md_text(v)}"
+                                       for k, v in (report.meta.get("versions") or {}).items())
 
 
 RUN = View("run", 10, derive=derive, html=_html, nav="Run")

@@ -45,8 +45,9 @@ def _side_by_side(report, rows: pd.DataFrame) -> str:
         spec = ".3g" if label.startswith("ulps") else ".8g"
         shown.loc[label] = [format(v, spec) for v in frame.loc[label]]  # NaN shows as nan
     styles = {c: (lambda v: "background-color: #fdf0c4") for c in worst_col}
-    caption = (f"<p>Side-by-side, <code>{markup.esc(case_id)}</code>, row {frame.attrs['row']} "
-               f"({markup.esc(frame.attrs['dtype'])}); worst element at column {frame.attrs['column']}:</p>")
+    attrs = {k: markup.esc(v) for k, v in frame.attrs.items()}
+    caption = (f"<p>Side-by-side, <code>{markup.esc(case_id)}</code>, row {attrs['row']} ({attrs['dtype']}); "
+               f"worst element at column {attrs['column']}:</p>")
     return caption + markup.table(shown, f"sbs_{markup.slug(name)}", styles=styles, index=True, extra_class="sbs")
 
 

@@ -306,7 +306,7 @@ def test_command_implementation_builds_a_user_entry():
     impl = command_implementation("./rms_norm --fast", "rms_norm", "qwen3", timeout=60.0)
     assert isinstance(impl, Implementation)
     assert (impl.kind, impl.framework, impl.batch_rows) == ("user", "command", False)
-    assert impl.worker == "command"  # its own worker: a slow program never holds up numpy code
+    assert impl.worker == "user rms_norm --fast"  # its own worker: never beside our code or another user's
     assert impl.entry == "normdiff.implementations.command:make_adapter"
     assert impl.op_conventions == frozenset({("rms_norm", "qwen3")})
     assert impl.name == "rms_norm --fast"

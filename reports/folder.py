@@ -1,0 +1,203 @@
+"""Report folders that are never half-written, never mixed and never written through someone else's
+link, and never lose a file normdiff did not write.
+
+`check_folder(path)` refuses, before any work, an --out that cannot become a report folder (an
+existing file, a path under a file, a symlink, a read-only or unwritable place). `staged(path)`
+gives a fresh private folder to write the report into, then puts it in place:
+
+  * no folder there yet, or a folder holding only what an earlier run wrote (its manifest says
+    what that is): the new folder replaces it whole, by one rename (Linux: renameat2 with
+    RENAME_EXCHANGE, so readers see the old report or the new one, never neither). Two runs into
+    one --out each stage their own folder: the last to finish wins, whole;
+  * a folder that also holds other files (`--out .`, a folder of your own): the report's files
+    are moved in one by one (each an atomic rename), the earlier run's files that this run did not
+    write again are removed, others' files are kept, and the manifest is written last.
+
+The manifest (.normdiff-manifest.json) lists the files a run wrote, and says whether the run was
+complete. Staging folders are made by mkdtemp (a unique name, created exclusively, so nothing
+planted in advance is followed) beside --out, and removed on any failure or interrupt.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from normdiff import __version__
+from normdiff.files import atomic_write, umask
+from normdiff.harness.data.errors import UsageError
+
+MANIFEST = ".normdiff-manifest.json"
+_STAGE_SUFFIX = ".normdiff-staging"
+
+
+def _problem(what: str, path: Path, why: str, fix: str) -> UsageError:
+    return UsageError(f"{what} {path}: {why}; {fix}")
+
+
+def check_folder(path, what: str = "--out") -> Path:
+    """`path` as a report folder normdiff can write, or a UsageError naming the problem and the fix.
+    Creates nothing that outlives the check (writability is probed with a temporary folder)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise _problem(what, path, f"is a symbolic link (to {os.readlink(path)})", "give the folder itself")
+    if path.exists() and not path.is_dir():
+        raise _problem(what, path, "is an existing file, not a folder",
+                       "give a folder name (it is created) or remove the file")
+    if not path.exists():
+        existing = _nearest_existing(path)
+        if not existing.is_dir():
+            raise _problem(what, path, f"{existing} is a file, so no folder can be made under it",
+                           "give another folder")
+        _probe(existing, what, path)
+        return path
+    if not _in_place(path):
+        _probe(path.absolute().parent, what, path)  # the staging folder is made beside it
+    else:
+        _probe(path, what, path)  # the staging folder is made inside it
+        plots = path / "plots"
+        if plots.is_symlink() or (plots.exists() and not plots.is_dir()):
+            raise _problem(what, path, "its plots/ is a symbolic link or a file", "remove it or give another folder")
+    return path
+
+
+def check_file(path, what: str) -> Path:
+    """A file normdiff will write (a --script, a --plot, a --save-baseline): its folder exists and is
+    writable, and it is not a folder or a link."""
+    path = Path(path)
+    if path.is_symlink():
+        raise _problem(what, path, f"is a symbolic link (to {os.readlink(path)})", "give the file itself")
+    if path.is_dir():
+        raise _problem(what, path, "is a folder", "give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        raise _problem(what, path, f"its folder {parent} does not exist" if not parent.exists()
+                       else f"{parent} is a file", "create the folder first or give another path")
+    _probe(parent, what, path)
+    return path
+
+
+def _nearest_existing(path: Path) -> Path:
+    for parent in path.absolute().parents:
+        if parent.exists() or parent.is_symlink():
+            return parent
+    return Path("/")
+
+
+def _probe(folder: Path, what: str, path: Path) -> None:
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".normdiff-probe-", dir=folder))
+    except OSError as exc:
+        raise _problem(what, path, f"cannot write in {folder} ({exc.strerror})", "choose a folder you can write") from None
+
+
+def _manifest(path: Path) -> dict | None:
+    try:
+        data = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
+
+
+def _owned(path: Path) -> set[str]:
+    manifest = _manifest(path)
+    return {str(f) for f in manifest["files"]} if manifest else set()
+
+
+def _in_place(path: Path) -> bool:
+    """Whether an existing folder must be updated file by file: it holds files no run of ours
+    wrote, or it is the current folder or one above it (renaming it would move the user's shell)."""
+    cwd = Path.cwd().resolve()
+    if path.resolve() == cwd or path.resolve() in cwd.parents:
+        return True
+    owned = _owned(path) | {MANIFEST}
+    for root, dirs, files in os.walk(path):
+        rel = Path(root).relative_to(path)
+        for name in files:
+            if str(rel / name) not in owned:
+                return True
+        if any((Path(root) / d).is_symlink() for d in dirs):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def staged(path, incomplete: str | None = None):
+    """Yield a fresh folder to write a report into; on success put it in place at `path` (see the
+    module's text) with its manifest. On any exception or interrupt the staging folder is removed
+    and `path` is as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    inplace = path.exists() and _in_place(path)
+    # beside the folder, or inside it when it is updated in place: on the same file system either
+    # way, so that every move is a rename
+    stage = Path(tempfile.mkdtemp(prefix=f".{path.name or 'report'}.", suffix=_STAGE_SUFFIX,
+                                  dir=path if inplace else path.parent))
+    try:
+        os.chmod(stage, 0o777 & ~umask())  # mkdtemp's 0700 would become the report folder's mode
+        yield stage
+        files = sorted(str(p.relative_to(stage)) for p in stage.rglob("*") if p.is_file())
+        manifest = json.dumps({"normdiff": __version__, "files": files, "complete": incomplete is None,
+                               "incomplete": incomplete}, indent=2) + "\n"
+        if inplace:
+            _merge(stage, path, files, manifest)
+        else:
+            atomic_write(stage / MANIFEST, manifest)
+            _replace(stage, path)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _merge(stage: Path, path: Path, files: list[str], manifest: str) -> None:
+    """Move the new files into a folder that holds others' files too."""
+    old = _owned(path)
+    (path / MANIFEST).unlink(missing_ok=True)  # until the last file is in, the folder claims nothing
+    for name in files:
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage / name, target)  # a planted link at `target` is replaced, not followed
+    for name in sorted(old - set(files) - {MANIFEST}):
+        target = path / name
+        if not target.is_symlink() and target.is_file():
+            target.unlink()
+    atomic_write(path / MANIFEST, manifest)
+
+
+def _replace(stage: Path, path: Path) -> None:
+    """Put the staged folder at `path`: exchanged with an earlier report, or renamed into place."""
+    if path.exists() and _exchange(stage, path):
+        return  # the old report is now at `stage`, which the caller removes
+    if path.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".normdiff-old", dir=path.parent))
+        os.rmdir(old)
+        os.rename(path, old)
+        try:
+            os.rename(stage, path)
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    try:
+        os.rename(stage, path)
+    except OSError:  # another run put its report there meanwhile: swap with it
+        if not _exchange(stage, path):
+            raise
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders atomically (Linux renameat2); False where the platform cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
