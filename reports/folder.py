@@ -105,8 +105,12 @@ def _manifest(path: Path) -> dict | None:
 
 
 def _owned(path: Path) -> set[str]:
+    """The files an earlier run's manifest lists, as paths inside the folder: a name that is
+    absolute or climbs out with '..' is nobody's file of ours (a manifest is only a file, and
+    anyone can write one)."""
     manifest = _manifest(path)
-    return {str(f) for f in manifest["files"]} if manifest else set()
+    names = {str(f) for f in manifest["files"]} if manifest else set()
+    return {n for n in names if n and not os.path.isabs(n) and ".." not in Path(n).parts}
 
 
 def _in_place(path: Path) -> bool:
@@ -144,7 +148,8 @@ def staged(path, incomplete: str | None = None):
         files = sorted(str(p.relative_to(stage)) for p in stage.rglob("*") if p.is_file())
         manifest = json.dumps({"normdiff": __version__, "files": files, "complete": incomplete is None,
                                "incomplete": incomplete}, indent=2) + "\n"
-        if inplace:
+        # decided again now: the folder may have appeared, or gained someone's file, meanwhile
+        if path.exists() and (inplace or _in_place(path)):
             _merge(stage, path, files, manifest)
         else:
             atomic_write(stage / MANIFEST, manifest)
@@ -159,13 +164,25 @@ def _merge(stage: Path, path: Path, files: list[str], manifest: str) -> None:
     (path / MANIFEST).unlink(missing_ok=True)  # until the last file is in, the folder claims nothing
     for name in files:
         target = path / name
+        if _through_link(path, target):
+            continue  # a linked subfolder leads outside: its files stay in report.html only
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(stage / name, target)  # a planted link at `target` is replaced, not followed
     for name in sorted(old - set(files) - {MANIFEST}):
         target = path / name
-        if not target.is_symlink() and target.is_file():
+        if not _through_link(path, target) and not target.is_symlink() and target.is_file():
             target.unlink()
     atomic_write(path / MANIFEST, manifest)
+
+
+def _through_link(root: Path, target: Path) -> bool:
+    """Whether a folder between `root` and `target` is a symbolic link (or not a folder)."""
+    folder = root
+    for part in target.relative_to(root).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            return True
+    return False
 
 
 def _replace(stage: Path, path: Path) -> None:
@@ -183,7 +200,9 @@ def _replace(stage: Path, path: Path) -> None:
         return
     try:
         os.rename(stage, path)
-    except OSError:  # another run put its report there meanwhile: swap with it
+    except OSError:  # a folder appeared there meanwhile: another run's report, or someone's files
+        if _in_place(path):
+            raise
         if not _exchange(stage, path):
             raise
 

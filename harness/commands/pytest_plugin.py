@@ -46,7 +46,7 @@ def target_of(fn) -> str:
     """'FILE.py:NAME' for a module-level function or class (the worker process imports it there);
     'module:NAME' for a compiled one (a library's: mlx.core.fast:rms_norm)."""
     if not callable(fn):
-        raise TypeError(f"it is a {type(fn).__name__}, not a function or a class: pass the function itself "
+        raise TypeError(f"it is a value of type {type(fn).__name__}, not a function or a class: pass the function itself "
                         "or a target string 'FILE.py:NAME'")
     fn = inspect.unwrap(fn)  # jax.jit and functools.wraps keep the original in __wrapped__
     name = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "")

@@ -117,7 +117,10 @@ def changed_inputs(before: dict, after: dict) -> str | None:
             return f"changed its input {name!r} in place (now {new.dtype}{new.shape}): compute into a new array"
         if not old.size:
             continue
-        differs = old.view(np.uint8).reshape(old.size, -1) != new.view(np.uint8).reshape(new.size, -1)
+        # flat, contiguous copies: a 0-d or Fortran-ordered array cannot be viewed as bytes as it is
+        old_bytes = np.ascontiguousarray(old).reshape(-1).view(np.uint8).reshape(old.size, -1)
+        new_bytes = np.ascontiguousarray(new).reshape(-1).view(np.uint8).reshape(new.size, -1)
+        differs = old_bytes != new_bytes
         count = int(differs.any(axis=1).sum())
         if count:
             return (f"modified its input {name!r} in place ({count} of {old.size} elements changed): an "

@@ -44,3 +44,21 @@ def test_fixture_takes_a_library_function_and_check_options(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*looks like eps-wrong-value*"])
+
+
+@pytest.mark.parametrize("given, says", [(abs, "abs is a Python built-in, not a normalization"),
+                                          (42, "it is a value of type int, not a function or a class"),
+                                          ("nosuch.py:f", "file not found: nosuch.py")])
+def test_what_is_not_a_norm_fails_the_test_with_a_message_not_a_traceback(given, says):
+    from normdiff.harness.commands.pytest_plugin import Checker
+
+    with pytest.raises(pytest.fail.Exception, match=says) as failed:
+        Checker().check(given, op="rms_norm", convention="qwen3")
+    assert not failed.value.pytrace
+
+
+def test_an_unknown_convention_fails_the_test_with_the_known_ones():
+    from normdiff.harness.commands.pytest_plugin import Checker
+
+    with pytest.raises(pytest.fail.Exception, match="qwen3"):
+        Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen9")

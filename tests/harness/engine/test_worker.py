@@ -1,0 +1,218 @@
+"""The worker's checks of what an implementation gave back: a value that is no array is named in the
+words that fix it, and an input written in place is caught bit for bit (NaN payloads and -0 too)."""
+import textwrap
+
+import numpy as np
+import pytest
+
+from normdiff.cases.model import Case
+from normdiff.harness.data.conventions import op_conventions
+from normdiff.harness.engine import worker
+from normdiff.harness.engine.worker import changed_inputs, output_problem
+from normdiff.implementations.entry import Implementation
+
+
+# ---- output_problem ----------------------------------------------------------------------------
+
+
+def gen():
+    yield np.zeros(3)
+
+
+@pytest.mark.parametrize("value, words", [
+    (None, "returned None"),
+    ((np.zeros(2), np.zeros(2)), "tuple of 2"),
+    ([1.0, 2.0], "list"),
+    ({"y": np.zeros(2)}, "dict"),
+    (gen(), "generator"),
+    (iter([np.zeros(2)]), "return the array itself"),
+    (3, "not an array"),
+    (2.5, "not an array"),
+    ("hello", "not an array"),
+    (b"raw", "not an array"),
+], ids=["none", "tuple", "list", "dict", "generator", "iterator", "int", "float", "str", "bytes"])
+def test_values_that_are_no_array_are_named(value, words):
+    problem = output_problem(value)
+    assert problem is not None and words in problem, problem
+
+
+def test_the_messages_say_what_to_return():
+    assert "return the output array" in output_problem(None)
+    assert "return the output only" in output_problem((1, 2))
+    assert "list of 3" in output_problem([1, 2, 3])
+    assert "'y'" in output_problem({"y": 1})
+    assert "yield" in output_problem(gen())
+    assert output_problem(3).startswith("returned a int")
+
+
+@pytest.mark.parametrize("value", [np.zeros((2, 3), np.float32), np.float32(1.0), np.array(1.0),
+                                   np.zeros((0, 4), np.float16)], ids=["array", "numpy-scalar", "0-d", "empty"])
+def test_arrays_are_no_problem(value):
+    assert output_problem(value) is None
+
+
+# ---- changed_inputs ----------------------------------------------------------------------------
+
+
+def snapshot(arrays):
+    return {k: v.copy() for k, v in arrays.items()}
+
+
+def test_unchanged_inputs_are_fine():
+    arrays = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "positions": np.arange(3, dtype=np.int64)}
+    assert changed_inputs(snapshot(arrays), arrays) is None
+
+
+def test_one_changed_element_is_found():
+    arrays = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "weight": np.ones(4, np.float32)}
+    before = snapshot(arrays)
+    arrays["weight"][2] = 1.5
+    problem = changed_inputs(before, arrays)
+    assert "'weight'" in problem and "1 of 4 elements changed" in problem and "in place" in problem
+
+
+def test_counts_every_changed_element():
+    arrays = {"x": np.ones((3, 4), np.float32)}
+    before = snapshot(arrays)
+    arrays["x"] *= 2
+    assert "12 of 12 elements changed" in changed_inputs(before, arrays)
+
+
+def test_nans_that_stay_the_same_are_unchanged():
+    x = np.array([1.0, np.nan, -np.inf, 0.0], np.float32)
+    arrays = {"x": x}
+    assert changed_inputs(snapshot(arrays), arrays) is None  # NaN != NaN must not count as a change
+
+
+def test_a_nan_with_another_payload_is_a_change():
+    x = np.array([1.0, np.nan, 3.0], np.float32)
+    arrays = {"x": x}
+    before = snapshot(arrays)
+    bits = x.view(np.uint32)
+    bits[1] = bits[1] | 1  # still a NaN, another payload
+    assert np.isnan(x[1])
+    assert "1 of 3 elements changed" in changed_inputs(before, arrays)
+
+
+def test_minus_zero_and_zero_differ():
+    arrays = {"x": np.zeros(4, np.float32)}
+    before = snapshot(arrays)
+    arrays["x"][3] = -0.0
+    assert arrays["x"][3] == 0.0  # equal by value
+    assert "1 of 4 elements changed" in changed_inputs(before, arrays)
+
+
+def test_low_precision_and_bfloat16_inputs_are_compared_bitwise():
+    import ml_dtypes
+
+    x = np.array([1.0, 2.0, 0.0], ml_dtypes.bfloat16)
+    arrays = {"x": x}
+    before = snapshot(arrays)
+    assert changed_inputs(before, arrays) is None
+    arrays["x"][2] = -0.0
+    assert "1 of 3 elements changed" in changed_inputs(before, arrays)
+
+
+def test_zero_size_inputs():
+    arrays = {"x": np.zeros((0, 8), np.float32), "w": np.zeros(0, np.float16)}
+    assert changed_inputs(snapshot(arrays), arrays) is None
+
+
+def test_a_shape_or_dtype_change_is_named():
+    x = np.zeros((2, 4), np.float32)
+    before = {"x": x.copy()}
+    problem = changed_inputs(before, {"x": x.reshape(8)})
+    assert "'x'" in problem and "(8,)" in problem
+    problem = changed_inputs(before, {"x": x.astype(np.float64)})
+    assert "float64" in problem
+    problem = changed_inputs({"x": np.zeros(0, np.float32)}, {"x": np.zeros(1, np.float32)})
+    assert "float32(1,)" in problem
+
+
+@pytest.mark.parametrize("make", [lambda: np.array(1e-6, np.float32),
+                                  lambda: np.asfortranarray(np.ones((3, 4), np.float32))],
+                         ids=["0-d", "fortran-order"])
+def test_unusual_layouts_are_compared_too(make):
+    arrays = {"eps": make()}
+    before = {"eps": arrays["eps"].copy(order="K")}
+    assert changed_inputs(before, arrays) is None
+    arrays["eps"].flat[0] = 1e-5
+    assert "1 of" in changed_inputs(before, arrays)
+
+
+# ---- handle, in this process -------------------------------------------------------------------
+
+ADAPTERS = """
+import sys
+import numpy as np
+from normdiff.implementations import numpy_own
+
+def good(op, contract, inputs):
+    return numpy_own.run(op, contract, inputs)
+
+def pair(op, contract, inputs):
+    return numpy_own.run(op, contract, inputs), inputs.arrays["x"]
+
+def writes_x(op, contract, inputs):
+    out = numpy_own.run(op, contract, inputs)
+    inputs.arrays["x"][0, 0] = 7
+    return out
+
+def exits(op, contract, inputs):
+    sys.exit(4)
+
+def raises(op, contract, inputs):
+    raise RuntimeError("deliberate")
+
+def objects(op, contract, inputs):
+    return np.array([object(), object()], dtype=object)
+"""
+
+CASE = Case.of("rms_norm", "qwen3", "float32", "4x128", weight="trained")
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("adapters") / "worker_adapters.py"
+    path.write_text(textwrap.dedent(ADAPTERS))
+    return path
+
+
+def impl(entry, name):
+    return Implementation(f"wt-{name}", "user", "numpy", entry, frozenset(op_conventions()))
+
+
+def call(module, attr):
+    i = impl(f"{module}:{attr}", attr)
+    return worker.handle(("call", i, CASE.op, CASE.contract, CASE.inputs()))
+
+
+def test_handle_returns_the_output(module):
+    reply = call(module, "good")
+    assert reply[0] == "ok" and isinstance(reply[1], np.ndarray) and reply[1].shape == (4, 128)
+
+
+@pytest.mark.parametrize("attr, words", [
+    ("pair", "tuple of 2"),
+    ("writes_x", "modified its input 'x' in place (1 of 512 elements changed)"),
+    ("exits", "called sys.exit(4)"),
+    ("raises", "RuntimeError: deliberate"),
+    ("objects", "not an array of numbers"),
+])
+def test_handle_names_what_went_wrong(module, attr, words):
+    reply = call(module, attr)
+    assert reply[0] == "error" and words in reply[1], reply
+
+
+def test_handle_load(module, tmp_path):
+    assert worker.handle(("load", impl(f"{module}:good", "load-good")))[0] == "ok"
+    missing = worker.handle(("load", impl("no_such_module_for_worker_test:f", "load-missing")))
+    assert missing[0] == "unavailable" and "cannot import" in missing[1]
+    broken = tmp_path / "broken_at_import.py"
+    broken.write_text("raise ValueError('at import')\n")
+    reply = worker.handle(("load", impl(f"{broken}:f", "load-broken")))
+    assert reply[0] == "error" and "loading wt-load-broken failed" in reply[1] and "at import" in reply[1]
+    exiting = tmp_path / "exits_at_import_wt.py"
+    exiting.write_text("import sys\nsys.exit(2)\n")
+    reply = worker.handle(("load", impl(f"{exiting}:f", "load-exits")))
+    assert reply[0] == "error" and "sys.exit(2)" in reply[1]
