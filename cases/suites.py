@@ -119,9 +119,14 @@ def load(name_or_path: str) -> Suite:
                              "(or give a path to a .toml suite file)")
         path = suites[name_or_path]
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a suite is a TOML text "
+                         "file") from None
+    except OSError as exc:  # a folder, unreadable, vanished
+        raise SuiteError(f"{path}: cannot read it ({exc.strerror}); give a .toml suite file") from None
     extra = [k for k in data if k not in TOP_KEYS]
     if extra:  # a misspelt [[groups]] would otherwise read as "no groups", or be ignored beside them
         raise SuiteError(f"{path}: {_unknown_keys(extra, TOP_KEYS, 'top-level key')}; a suite file has only: "

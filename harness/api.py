@@ -79,6 +79,8 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     if not isinstance(suite, (str, suites.Suite)):
         raise UsageError(f"suite must be a suite name, a path to a .toml file or a Suite; got {type(suite).__name__}")
     suite = suites.load(suite) if isinstance(suite, str) else suite
+    if not len(suite):
+        raise UsageError(f"suite {suite.name!r} has no cases: give it at least one group")
     impls = check_implementations(implementations) if implementations is not None else select()
     try:
         tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,

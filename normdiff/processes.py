@@ -131,3 +131,31 @@ def _reap(pids: list[int]) -> None:
             os.waitpid(pid, 0)  # SIGKILLed: it ends at once
         except ChildProcessError:
             pass  # not ours: its own parent reaps it
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists (someone else's counts: it is not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphaned(folder: str, prefix: str, suffix: str = "") -> None:
+    """Remove the entries PREFIX<pid>-...SUFFIX in `folder` whose process is gone: what a SIGKILLed
+    normdiff left (no handler runs on SIGKILL). A live process's entries are never touched."""
+    import shutil
+
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        pid = name[len(prefix):].partition("-")[0]
+        if pid.isdigit() and not alive(int(pid)):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)

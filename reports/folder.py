@@ -15,7 +15,8 @@ gives a fresh private folder to write the report into, then puts it in place:
 
 The manifest (.normdiff-manifest.json) lists the files a run wrote, and says whether the run was
 complete. Staging folders are made by mkdtemp (a unique name, created exclusively, so nothing
-planted in advance is followed) beside --out, and removed on any failure or interrupt.
+planted in advance is followed) beside --out, and removed on any failure or interrupt; one a
+SIGKILLed run left (its pid is in the name) is removed by the next run into the same place.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from normdiff import __version__
+from normdiff import __version__, processes
 from normdiff.files import atomic_write, umask
 from normdiff.harness.data.errors import UsageError
 
@@ -140,8 +141,9 @@ def staged(path, incomplete: str | None = None):
     inplace = path.exists() and _in_place(path)
     # beside the folder, or inside it when it is updated in place: on the same file system either
     # way, so that every move is a rename
-    stage = Path(tempfile.mkdtemp(prefix=f".{path.name or 'report'}.", suffix=_STAGE_SUFFIX,
-                                  dir=path if inplace else path.parent))
+    where, prefix = path if inplace else path.parent, f".{path.name or 'report'}."
+    processes.remove_orphaned(str(where), prefix, _STAGE_SUFFIX)  # a SIGKILLed run's
+    stage = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGE_SUFFIX, dir=where))
     try:
         os.chmod(stage, 0o777 & ~umask())  # mkdtemp's 0700 would become the report folder's mode
         yield stage

@@ -210,6 +210,10 @@ ATTEMPTS = [
             {"s.toml": suite().replace("bfloat16", "float64")}),
     Attempt("suite-not-toml", ["run", "--suite", "s.toml"], 2, r"s.toml: not valid TOML", "absent",
             {"s.toml": "this is not toml\n"}),
+    Attempt("suite-binary", ["run", "--suite", "s.toml"], 2, r"s.toml: not a text file", "absent",
+            {"s.toml": "\udcff\udcfe"}),
+    Attempt("suite-is-a-folder", ["run", "--suite", "d.toml"], 2, r"d.toml: cannot read it \(Is a directory\)",
+            "absent", {"d.toml/x": ""}),
     Attempt("check-suite-typo", check("{H}:correct", "--suite", "s.toml"), 2, r"did you mean 'group'",
             files={"s.toml": suite().replace("[[group]]", "[[groups]]")}),
     # what user code returns, and what it does to its inputs
@@ -219,6 +223,7 @@ ATTEMPTS = [
     Attempt("returns-generator", check("{H}:returns_generator"), 2, r"returned a generator"),
     Attempt("returns-dict", check("{H}:returns_dict"), 2, r"returned a dict \(keys 'y'\)"),
     Attempt("returns-float64", check("{H}:returns_float64"), 0, r"returns float64 for bfloat16 input"),
+    Attempt("returns-huge", check("{H}:returns_huge"), 2, r"wrong-shaped output \(\d+, \d+\); expected"),
     Attempt("all-inf", check("{H}:all_inf", "--json"), 1, r"all \d+ outputs are \+Inf"),
     Attempt("mutates-input", check("{H}:mutates_input"), 2, r"modified its input 'x' in place"),
     Attempt("calls-sys-exit", check("{H}:calls_exit"), 2, r"called sys.exit\(0\)"),
@@ -308,7 +313,7 @@ def _prepare(work: Path, files: dict) -> None:
         if text.startswith("@"):  # a symlink planted by someone else
             path.symlink_to(work / text[1:])
         else:
-            path.write_text(text)
+            path.write_text(text, errors="surrogateescape")  # "\udcff": the raw byte 0xff
     (work / "link").symlink_to(work / "elsewhere", target_is_directory=True)
 
 
@@ -410,7 +415,9 @@ def test_a_run_killed_at_any_moment_leaves_the_old_report_or_the_new_one(tmp_pat
     work.mkdir()
     _prepare(work, {"tiny.toml": suite(), "wide.toml": suite(shape="2x256")})
     tag = uuid.uuid4().hex
-    env = dict(os.environ, **{TAG: tag})
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), **{TAG: tag})
     first = _normdiff(["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "out", "-q"], work, env)
     first.communicate(timeout=120)
     for delay in (0.5, 1.5, 2.5, 3.5):
@@ -424,3 +431,8 @@ def test_a_run_killed_at_any_moment_leaves_the_old_report_or_the_new_one(tmp_pat
         while _tagged(tag) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _tagged(tag), "a worker outlived a SIGKILLed normdiff"
+    # what a SIGKILLed run could not remove, the next run does
+    last = _normdiff(["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "out", "-q"], work, env)
+    assert last.communicate(timeout=120) and last.returncode == 0
+    assert not list(tmp.iterdir()), f"left in TMPDIR: {list(tmp.iterdir())}"
+    assert not [p for p in work.iterdir() if p.name.startswith(".")], "a killed run's staging folder is left"

@@ -8,6 +8,7 @@ call: far fewer calls and, for JAX, far fewer compilations.
 """
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from normdiff import processes
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.interrupts import as_interrupted
 from normdiff.cases.suites import Suite
@@ -200,7 +202,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         return lambda: (ready.wait(), tasks[framework])[1]
 
     sink: queue.Queue = queue.Queue()
-    tmp_dir = tempfile.mkdtemp(prefix="normdiff-run-")  # the workers' TMPDIR, removed at the end
+    tmp_dir = _run_tmp_dir()  # the workers' TMPDIR, removed at the end
     workers = {fw: Worker(fw, timeout=timeout, tmp_dir=tmp_dir) for fw in runnable}
     threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling),
                                 daemon=True)
@@ -229,6 +231,16 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         shutil.rmtree(tmp_dir, ignore_errors=True)
     data.seconds = time.perf_counter() - start
     return data
+
+
+RUN_TMP_PREFIX = "normdiff-run-"
+
+
+def _run_tmp_dir() -> str:
+    """A fresh temporary folder for this run, named by our pid; first, the folders of runs whose
+    process is gone (SIGKILLed: no handler could remove them) are removed."""
+    processes.remove_orphaned(tempfile.gettempdir(), RUN_TMP_PREFIX)
+    return tempfile.mkdtemp(prefix=f"{RUN_TMP_PREFIX}{os.getpid()}-")
 
 
 def _stop(workers: dict, threads: list, ready: threading.Event, tasks: dict, runnable: dict) -> None:
