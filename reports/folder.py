@@ -56,6 +56,7 @@ def check_folder(path, what: str = "--out") -> Path:
             raise _problem(what, path, f"{existing} is a file, so no folder can be made under it",
                            "give another folder")
         _probe(existing, what, path)
+        _probe_create(path, what)
         return path
     if not _in_place(path):
         _probe(path.absolute().parent, what, path)  # the staging folder is made beside it
@@ -95,6 +96,25 @@ def _probe(folder: Path, what: str, path: Path) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".normdiff-probe-", dir=folder))
     except OSError as exc:
         raise _problem(what, path, f"cannot write in {folder} ({exc.strerror})", "choose a folder you can write") from None
+
+
+def _probe_create(path: Path, what: str) -> None:
+    """Make the missing folders of `path` and remove them again: a name too long, or a component
+    the file system refuses, is found now rather than after the run."""
+    made = []
+    try:
+        for folder in reversed([path.absolute(), *path.absolute().parents]):
+            if not folder.exists():
+                folder.mkdir()
+                made.append(folder)
+    except OSError as exc:
+        raise _problem(what, path, f"cannot create it ({exc.strerror})", "give another folder name") from None
+    finally:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
 
 
 def _manifest(path: Path) -> dict | None:

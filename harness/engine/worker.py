@@ -83,7 +83,10 @@ def handle(message: tuple) -> tuple:
     problem = output_problem(value) or changed_inputs(before, inputs.arrays)
     if problem:
         return ("error", problem)
-    out = to_numpy(value)
+    try:
+        out = to_numpy(value)
+    except Exception as exc:  # a tensor NumPy cannot hold (a meta device, a sparse layout, ...)
+        return ("error", f"returned a {type(value).__name__} normdiff cannot read as an array: {_describe(exc)}")
     if out.dtype == object:
         return ("error", f"returned a {type(value).__name__}, which is not an array of numbers")
     x = inputs.arrays.get("x")
