@@ -1,0 +1,236 @@
+"""The oracle's backward pass: the exact float64 vector-Jacobian product of `oracle.evaluate`.
+
+`vjp(contract, arrays, dy, num_heads)` returns {"x": dx, "weight": dw, "gate": dz} (the keys of the
+differentiable operands given; positions get none): J^T dy for the contract's exact maths, computed
+analytically, stage by stage, in the reverse order of `oracle.evaluate`'s stages. Like the oracle it
+ignores the rounding knobs (`cast`, `stats_dtype`, `offset_dtype`). Every forward value it needs
+(statistic, denominator, activations, RoPE's cos/sin of the float32 angles) comes from the oracle's
+own functions, so forward and backward are of one and the same function.
+
+Follows seed 004's Jacobian dy_i/dx_j = g_i (delta_ij / r - x_i x_j / (n r^3)) (r = sqrt(mean(x^2)
++ eps), `oracle.rms_norm_jacobian`), whose transpose applied to dy is
+    dx = (g / r) - x * sum(g * x) / (n r^3),      g = dy * (weight_offset + w)  (times the gate)
+generalised to every knob. Stages, last forward stage first (dy is the upstream gradient):
+  RoPE after the norm  y = R x per head (R = C + S rotate_half): dx = R^T dy = dy*cos - rotate_half(dy)*sin,
+                       the same rotation with -sin (same float32 angles; computed as F R F with F
+                       negating each head's second half, which is R^T exactly)
+  gate after the norm  y = u * a(z): du = dy * a(z), dz = dy * u * a'(z)
+                       silu' = s(z) (1 + z (1 - s(z))), sigmoid' = s(z) (1 - s(z)), s = sigmoid
+  weight               y = u * (offset + w): du = dy * (offset + w), dw = sum over rows of dy * u,
+                       and over heads when a per-head weight was tiled across the row
+  normalisation        y = x * d^p over each span of n (p = -1, or +1 when `inverted`), d = d(x):
+                       dx = g d^p + p d^(p-1) sum(g * x) grad d
+                       grad d = grad_s / (2 d)                    "inside"   d = sqrt(s + e)
+                                + grad_e / (2 d)
+                              = grad_s / (2 sqrt s) + grad_e      "outside"  d = sqrt(s) + e
+                              = grad_s / (2 sqrt s)  if sqrt s >= e, else grad_e   "clamp"
+                              = grad_s / (2 sqrt s)               "none"
+                       grad_s = 2x / n (mean_square) | 2x (sum_square) | 2 (x - mean x) / n (variance)
+                       grad_e = 0 ("one", "span": e = eps, eps * n) | eps * 2 x * m ("max_square":
+                                e = eps * max(x^2), m the subgradient of the max: ties split equally
+                                among the arg-max elements, as torch.amax does; no ties: the one-hot)
+  gate before the norm x' = x * a(z): dx = dx' * a(z), dz = dx' * x * a'(z)
+  RoPE before the norm dx = R^T dx' as above
+Points where the function has no derivative, and the choice made there:
+  clamp at sqrt(s) == e        the sqrt branch (as torch's clamp_min, F.normalize's, does)
+  a root of 0 (sqrt(s) = 0, or d = 0 "inside")   grad of the root taken as 0, the least-norm
+                               subgradient (torch's choice for a norm at 0). For the square
+                               statistics s = 0 means x = 0 and sum(g * x) = 0, so this is the
+                               limit, the true derivative ("outside" at a zero row: dx = g / e;
+                               "inverted" "none": 0). For "variance" at a constant row the function
+                               has no derivative and this is a subgradient.
+  d = 0 and not inverted       ("none", or eps 0, at a zero row) the forward is 0/0 = NaN, and so is
+                               dx there: d^(p-1) sum(g * x) = inf * 0. Not hidden.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from normdiff.harness.data.contracts import Contract
+from normdiff.harness.engine import oracle
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def _silu_grad(z: np.ndarray) -> np.ndarray:
+    s = _sigmoid(z)
+    return s * (1.0 + z * (1.0 - s))
+
+
+def _sigmoid_grad(z: np.ndarray) -> np.ndarray:
+    s = _sigmoid(z)
+    return s * (1.0 - s)
+
+
+_ACTIVATION_GRADS = {"silu": _silu_grad, "sigmoid": _sigmoid_grad}
+
+
+def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_heads: int = 1) -> dict[str, np.ndarray]:
+    """J^T dy of `oracle.evaluate(contract, arrays, num_heads)`, float64: {"x", "weight", "gate"}
+    for those of them in `arrays`, each shaped like its operand."""
+    x = np.asarray(arrays["x"], dtype=np.float64)
+    dy = np.asarray(dy, dtype=np.float64)
+    if dy.shape != x.shape:
+        raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
+    stages = _stages(contract, arrays, num_heads)
+    grads: dict[str, np.ndarray] = {}
+    for stage in reversed(stages):
+        dy = stage(dy, grads)
+    grads["x"] = dy
+    return grads
+
+
+def _stages(contract: Contract, arrays: dict, num_heads: int) -> list:
+    """Runs the forward as `oracle.evaluate` does, keeping each stage's input, and returns each
+    stage's backward: a function (gradient of its output, grads) -> gradient of its input, which
+    adds the stage's operand gradient to grads."""
+    x = np.asarray(arrays["x"], dtype=np.float64)
+    positions = arrays.get("positions")
+    gate = np.asarray(arrays["gate"], dtype=np.float64) if "gate" in arrays else None
+    rope_first = positions is not None and contract.rope_order == "rope_then_norm"
+    gate_first = gate is not None and contract.gate_order == "gate_then_norm"
+    if positions is not None and x.shape[-1] % num_heads:
+        raise ValueError(f"width {x.shape[-1]} is not divisible by num_heads={num_heads}")
+    stages = []
+
+    def stage(back, y):  # records a stage's backward, passes its output on
+        stages.append(back)
+        return y
+
+    rotation = (positions, num_heads, contract.rope_theta)
+    if rope_first:
+        x = stage(_rope_back(*rotation), oracle.rotate(x, *rotation))
+    if gate_first:
+        x = stage(_gate_back(x, gate, contract.gate_activation), x * _activate(gate, contract.gate_activation))
+    x = stage(_norm_back(x, contract, num_heads), _normalise(x, contract, num_heads))
+    if "weight" in arrays:
+        w = np.asarray(arrays["weight"], dtype=np.float64)
+        x = stage(_weight_back(x, w, contract.weight_offset), x * (contract.weight_offset + _tiled(w, x.shape[-1])))
+    if gate is not None and not gate_first:
+        stage(_gate_back(x, gate, contract.gate_activation), None)
+    if positions is not None and not rope_first:
+        stage(_rope_back(*rotation), None)
+    return stages
+
+
+# ---- the stages' backwards ---------------------------------------------------------------------
+
+def _rope_back(positions, num_heads: int, theta: float):
+    def back(g, grads):
+        return _flip(oracle.rotate(_flip(g, num_heads), positions, num_heads, theta), num_heads)
+    return back
+
+
+def _flip(v: np.ndarray, num_heads: int) -> np.ndarray:
+    """v with the second half of each head negated (F, with F R F = R^T for a rotate_half RoPE R)."""
+    heads = v.reshape(*v.shape[:-1], num_heads, v.shape[-1] // num_heads).copy()
+    heads[..., heads.shape[-1] // 2:] *= -1.0
+    return heads.reshape(v.shape)
+
+
+def _gate_back(u: np.ndarray, gate: np.ndarray, activation: str):
+    def back(g, grads):
+        grads["gate"] = _sum_to(g * u * _ACTIVATION_GRADS[activation](gate), gate.shape)
+        return g * _activate(gate, activation)
+    return back
+
+
+def _weight_back(u: np.ndarray, w: np.ndarray, offset: float):
+    def back(g, grads):
+        full = _sum_to(g * u, _tiled(w, u.shape[-1]).shape)  # the tiled weight's gradient
+        grads["weight"] = full.reshape(*full.shape[:-1], -1, w.shape[-1]).sum(axis=-2)
+        return g * (offset + _tiled(w, u.shape[-1]))
+    return back
+
+
+def _norm_back(x: np.ndarray, contract: Contract, num_heads: int):
+    def back(g, grads):
+        spans = _spans(x, contract, num_heads)
+        return _span_back(spans, g.reshape(spans.shape), contract).reshape(x.shape)
+    return back
+
+
+def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract) -> np.ndarray:
+    """The normalisation's J^T g over each span (last axis) of xs: g d^p + p d^(p-1) sum(g x) grad d."""
+    stat = oracle._statistic(xs, contract.statistic)
+    d = oracle._denominator(stat, contract, xs)
+    grad_d = _denominator_grad(xs, stat, d, contract)
+    gx = np.sum(g * xs, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if contract.inverted:
+            return g * d + gx * grad_d
+        return g / d - gx / (d * d) * grad_d
+
+
+def _denominator_grad(xs: np.ndarray, stat: np.ndarray, d: np.ndarray, contract: Contract) -> np.ndarray:
+    """grad d(x) over each span, for the contract's eps placement (module docstring)."""
+    grad_s = _statistic_grad(xs, contract.statistic)
+    eps = contract.eps * oracle._eps_factor(xs, contract.eps_scale)
+    grad_e = contract.eps * _eps_factor_grad(xs, contract.eps_scale)
+    if contract.eps_placement == "inside":
+        return _root_grad(d, grad_s + grad_e)
+    root = np.sqrt(stat)
+    if contract.eps_placement == "outside":
+        return _root_grad(root, grad_s) + grad_e
+    if contract.eps_placement == "clamp":
+        return np.where(root >= eps, _root_grad(root, grad_s), grad_e)
+    return _root_grad(root, grad_s)  # "none"
+
+
+def _root_grad(root: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """grad of sqrt(q) = grad q / (2 sqrt q), with 0 where sqrt(q) = 0 (module docstring)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(root > 0, grad / (2.0 * root), 0.0)
+
+
+def _statistic_grad(xs: np.ndarray, kind: str) -> np.ndarray:
+    n = xs.shape[-1]
+    if kind == "mean_square":
+        return 2.0 * xs / n
+    if kind == "sum_square":
+        return 2.0 * xs
+    return 2.0 * (xs - xs.mean(axis=-1, keepdims=True)) / n  # "variance": sum(x - mean) = 0
+
+
+def _eps_factor_grad(xs: np.ndarray, scale: str):
+    """grad of oracle._eps_factor: 0 for a constant factor; for max(x^2), 2x at the arg-max
+    element(s), a tie split equally among them."""
+    if scale != "max_square":
+        return 0.0
+    square = xs * xs
+    at_max = square == np.max(square, axis=-1, keepdims=True)
+    return 2.0 * xs * at_max / np.sum(at_max, axis=-1, keepdims=True)
+
+
+# ---- forward helpers (the oracle's maths, shaped as its stages) --------------------------------
+
+def _activate(gate: np.ndarray, activation: str) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return oracle._ACTIVATIONS[activation](gate)
+
+
+def _spans(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
+    """x as (..., spans, n): the spans the contract normalises (each head, or the whole row)."""
+    heads = num_heads if contract.scope == "head" else 1
+    if x.shape[-1] % heads:
+        raise ValueError(f"width {x.shape[-1]} is not divisible by num_heads={num_heads}")
+    return x.reshape(*x.shape[:-1], heads, x.shape[-1] // heads)
+
+
+def _normalise(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
+    return oracle._normalise(_spans(x, contract, num_heads), contract).reshape(x.shape)
+
+
+def _tiled(w: np.ndarray, width: int) -> np.ndarray:
+    """The weight as the oracle applies it: a per-head weight tiled across the row."""
+    return w if w.shape[-1] == width else np.tile(w, width // w.shape[-1])
+
+
+def _sum_to(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """grad summed over the axes broadcasting added or stretched to reach grad's shape from `shape`."""
+    grad = grad.sum(axis=tuple(range(grad.ndim - len(shape))))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=stretched, keepdims=True) if stretched else grad
