@@ -181,6 +181,51 @@ POSITION_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
     "sorted": lambda rng, shape: draw_positions(rng, shape[0]),
 }
 
+# --- upstream gradients -------------------------------------------------------------------------
+# For a backward case: each takes (rng, y) with y the exact forward output (float64, rows x width)
+# and returns dy, float64 of y's shape, which the case casts to its dtype. Why each one exists:
+#   normal   the baseline
+#   aligned  dy mostly along y, so sum(dy * y) is large: the projection term of the norm's backward
+#            (- x r^3 / n * sum(g x)) dominates, and a bug in it (the weight twice, a dropped
+#            projection) is as large as the answer
+#   sparse   a few nonzero entries per row: a projection term computed from the wrong elements, or
+#            strides ignored, shows in rows that are almost all zero
+#   large    |dy| ~ 300: products g * w * x overflow fp16 unless accumulated in float32
+#   tiny     |dy| ~ 1e-4: dw partial sums in a low-precision dtype lose everything
+
+
+def _aligned(rng, y):
+    scale = np.sqrt(np.mean(y * y, axis=-1, keepdims=True))
+    scale = np.where(scale > 0, scale, 1.0)
+    return 0.9 * y / scale + 0.1 * rng.standard_normal(y.shape)
+
+
+def _sparse(rng, y):
+    dy = np.zeros(y.shape)
+    width = y.shape[-1]
+    hits = max(1, width // 100)  # about 1 % of each row, never none
+    for row in range(int(np.prod(y.shape[:-1]))):
+        cols = rng.choice(width, size=hits, replace=False)
+        dy.reshape(-1, width)[row, cols] = rng.standard_normal(hits)
+    return dy
+
+
+GRADIENT_REGIMES: dict[str, Callable[[np.random.Generator, Array], Array]] = {
+    "normal": lambda rng, y: rng.standard_normal(y.shape),
+    "aligned": _aligned,
+    "sparse": _sparse,
+    "large": lambda rng, y: 300.0 * rng.standard_normal(y.shape),
+    "tiny": lambda rng, y: 1e-4 * rng.standard_normal(y.shape),
+}
+
+
+def draw_gradient(regime: str, rng: np.random.Generator, y: Array) -> Array:
+    """The upstream gradient of a backward case (float64, shaped like y)."""
+    if regime not in GRADIENT_REGIMES:
+        raise UsageError(unknown("gradient regime", regime, GRADIENT_REGIMES))
+    return GRADIENT_REGIMES[regime](rng, np.asarray(y, dtype=np.float64))
+
+
 # The tables an operand's `table` names (harness/data/ops.py). x's regimes take parameters and the
 # head layout, so x is drawn by `draw_input`.
 TABLES: dict[str, dict[str, Callable]] = {"weight": WEIGHT_REGIMES, "gate": GATE_REGIMES,
