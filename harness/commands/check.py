@@ -71,6 +71,7 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
     convention's config eps (the user's model eps), their own eps elsewhere. `dtypes` and `regimes`
     select (a regime by its full name, tiny_rms:1e-3, or its family, tiny_rms); a value no case
     has is a usage error that lists the ones there are."""
+    dtypes, regimes = _names(dtypes), _names(regimes)
     full = suites.load(suite)
     of_op = [c for c in full.cases if c.op == op]
     if not of_op:
@@ -89,6 +90,11 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
         raise UsageError(f"suite {full.name!r} has no {op} case of dtype {' or '.join(sorted(wanted_dtypes))} in "
                          f"regime {' or '.join(sorted(regimes))}")
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
+
+
+def _names(given) -> tuple:
+    """One name or several: `dtypes="bfloat16"` means ("bfloat16",), never its letters."""
+    return (given,) if isinstance(given, str) else tuple(given or ())
 
 
 def _known(what: str, asked: set, there: set, suite: str) -> None:

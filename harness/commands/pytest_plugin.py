@@ -19,10 +19,11 @@ class Checker:
 
     def check(self, fn, op: str, convention: str, suite: str | None = None, framework: str | None = None,
               eps: float | None = None, call: str = "", init: str = "", weight_attr: str = "", dtypes=(),
-              regimes=()):
+              regimes=(), timeout: float | None = None):
         """Run `fn` (a module-level function or class, a library's function such as
         mx.fast.rms_norm, or a target string as `normdiff check` takes it) and fail the test unless
-        it agrees with the convention; returns the CheckResult. The keywords are check's options."""
+        it agrees with the convention; returns the CheckResult. The keywords are check's options
+        (`dtypes` and `regimes` one name or a list; `timeout` seconds per call)."""
         from normdiff.harness.commands import check, usercode
         from normdiff.harness.data.errors import UsageError
 
@@ -33,7 +34,7 @@ class Checker:
         try:
             impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
                                                 weight_attr=weight_attr)
-            result = check.check(impl, suite or self.suite, timeout=self.timeout, eps=eps, dtypes=dtypes,
+            result = check.check(impl, suite or self.suite, timeout=timeout or self.timeout, eps=eps, dtypes=dtypes,
                                  regimes=regimes)
         except (usercode.TargetError, UsageError) as exc:
             pytest.fail(f"normdiff cannot run {target}: {exc}", pytrace=False)

@@ -62,3 +62,12 @@ def test_an_unknown_convention_fails_the_test_with_the_known_ones():
 
     with pytest.raises(pytest.fail.Exception, match="qwen3"):
         Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen9")
+
+
+def test_one_dtype_or_regime_as_a_string_means_that_one():
+    from normdiff.harness.commands.pytest_plugin import Checker
+
+    result = Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen3", dtypes="bfloat16",
+                             regimes="normal", timeout=30)
+    assert result.verdict == "agrees" and result.cases["total"] == 12
+    assert {row["dtype"] for row in result.rows} == {"bfloat16"}
