@@ -24,6 +24,7 @@ import numpy as np
 from normdiff.harness.data.budgets import channel_bias_budget
 from normdiff.harness.data.dtypes import FloatFormat, format_of, get_format
 from normdiff.harness.data.ops import OPS
+from normdiff.harness.engine import oracle
 
 
 @dataclass
@@ -103,9 +104,6 @@ def _pairwise(values: np.ndarray, num_heads: int, combine) -> np.ndarray:
     return np.concatenate([pair, pair], axis=-1).reshape(values.shape)
 
 
-_ACTIVATIONS = {"silu": lambda z: z / (1.0 + np.exp(-z)), "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z))}
-
-
 def ulp_floor(contract, arrays: dict, fmt: FloatFormat) -> np.ndarray | None:
     """The smallest magnitude at which errors are counted, per element, or None (the values).
 
@@ -124,7 +122,7 @@ def ulp_floor(contract, arrays: dict, fmt: FloatFormat) -> np.ndarray | None:
             scale = np.tile(scale, x.shape[-1] // scale.shape[-1])
         scale = np.maximum(scale, 1.0) * np.ones(x.shape)  # the product w * xh is rounded too
         if "gate" in arrays and contract.gate_order == "norm_then_gate":
-            gate = _ACTIVATIONS[contract.gate_activation](np.asarray(arrays["gate"], dtype=np.float64))
+            gate = oracle.ACTIVATIONS[contract.gate_activation](np.asarray(arrays["gate"], dtype=np.float64))
             scale = scale * np.where(np.isfinite(gate), np.abs(gate), 0.0)
     return scale * 2.0 ** fmt.min_exponent
 

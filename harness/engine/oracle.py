@@ -22,13 +22,13 @@ import numpy as np
 from normdiff.harness.data import rope
 from normdiff.harness.data.contracts import Contract
 
-_ACTIVATIONS = {
+ACTIVATIONS = {
     "silu": lambda z: z / (1.0 + np.exp(-z)),
     "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z)),
 }
 
 
-def _statistic(xs: np.ndarray, kind: str) -> np.ndarray:
+def statistic(xs: np.ndarray, kind: str) -> np.ndarray:
     if kind == "mean_square":
         return np.mean(xs * xs, axis=-1, keepdims=True)
     if kind == "sum_square":
@@ -37,8 +37,8 @@ def _statistic(xs: np.ndarray, kind: str) -> np.ndarray:
     return np.mean(centred * centred, axis=-1, keepdims=True)
 
 
-def _denominator(stat: np.ndarray, contract: Contract, xs: np.ndarray) -> np.ndarray:
-    eps = contract.eps * _eps_factor(xs, contract.eps_scale)
+def denominator(stat: np.ndarray, contract: Contract, xs: np.ndarray) -> np.ndarray:
+    eps = contract.eps * eps_factor(xs, contract.eps_scale)
     if contract.eps_placement == "inside":
         return np.sqrt(stat + eps)
     if contract.eps_placement == "outside":
@@ -48,7 +48,7 @@ def _denominator(stat: np.ndarray, contract: Contract, xs: np.ndarray) -> np.nda
     return np.sqrt(stat)  # "none": 0/0 is NaN, as the buggy code gives
 
 
-def _eps_factor(xs: np.ndarray, scale: str):
+def eps_factor(xs: np.ndarray, scale: str):
     if scale == "span":
         return xs.shape[-1]
     if scale == "max_square":
@@ -56,10 +56,10 @@ def _eps_factor(xs: np.ndarray, scale: str):
     return 1.0
 
 
-def _normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
-    denominator = _denominator(_statistic(xs, contract.statistic), contract, xs)
+def normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
+    d = denominator(statistic(xs, contract.statistic), contract, xs)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return xs * denominator if contract.inverted else xs / denominator
+        return xs * d if contract.inverted else xs / d
 
 
 def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
@@ -84,7 +84,7 @@ def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int =
         raise ValueError(f"width {x.shape[-1]} is not divisible by num_heads={num_heads}")
     if rotates and contract.rope_order == "rope_then_norm":
         x = rotate(x, arrays["positions"], num_heads, contract.rope_theta)
-    act = _ACTIVATIONS[contract.gate_activation]
+    act = ACTIVATIONS[contract.gate_activation]
     gate = np.asarray(arrays["gate"], dtype=np.float64) if "gate" in arrays else None
     if gate is not None and contract.gate_order == "gate_then_norm":
         x = x * act(gate)
@@ -92,10 +92,12 @@ def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int =
     heads = num_heads if contract.scope == "head" else 1
     if width % heads:
         raise ValueError(f"width {width} is not divisible by num_heads={num_heads}")
-    y = _normalise(x.reshape(*lead, heads, width // heads), contract).reshape(x.shape)
+    y = normalise(x.reshape(*lead, heads, width // heads), contract).reshape(x.shape)
     if "weight" in arrays:
         w = np.asarray(arrays["weight"], dtype=np.float64)
         if w.shape[-1] != width:  # a per-head weight is shared by every head
+            if width % w.shape[-1]:
+                raise ValueError(f"a weight of {w.shape[-1]} does not tile a width of {width}")
             w = np.tile(w, width // w.shape[-1])
         y = y * (contract.weight_offset + w)
     if gate is not None and contract.gate_order == "norm_then_gate":

@@ -155,8 +155,8 @@ def _norm_back(x: np.ndarray, contract: Contract, num_heads: int):
 
 def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract) -> np.ndarray:
     """The normalisation's J^T g over each span (last axis) of xs: g d^p + p d^(p-1) sum(g x) grad d."""
-    stat = oracle._statistic(xs, contract.statistic)
-    d = oracle._denominator(stat, contract, xs)
+    stat = oracle.statistic(xs, contract.statistic)
+    d = oracle.denominator(stat, contract, xs)
     grad_d = _denominator_grad(xs, stat, d, contract)
     gx = np.sum(g * xs, axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -168,7 +168,7 @@ def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract) -> np.ndarray:
 def _denominator_grad(xs: np.ndarray, stat: np.ndarray, d: np.ndarray, contract: Contract) -> np.ndarray:
     """grad d(x) over each span, for the contract's eps placement (module docstring)."""
     grad_s = _statistic_grad(xs, contract.statistic)
-    eps = contract.eps * oracle._eps_factor(xs, contract.eps_scale)
+    eps = contract.eps * oracle.eps_factor(xs, contract.eps_scale)
     grad_e = contract.eps * _eps_factor_grad(xs, contract.eps_scale)
     if contract.eps_placement == "inside":
         return _root_grad(d, grad_s + grad_e)
@@ -196,7 +196,7 @@ def _statistic_grad(xs: np.ndarray, kind: str) -> np.ndarray:
 
 
 def _eps_factor_grad(xs: np.ndarray, scale: str):
-    """grad of oracle._eps_factor: 0 for a constant factor; for max(x^2), 2x at the arg-max
+    """grad of oracle.eps_factor: 0 for a constant factor; for max(x^2), 2x at the arg-max
     element(s), a tie split equally among them."""
     if scale != "max_square":
         return 0.0
@@ -209,7 +209,7 @@ def _eps_factor_grad(xs: np.ndarray, scale: str):
 
 def _activate(gate: np.ndarray, activation: str) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return oracle._ACTIVATIONS[activation](gate)
+        return oracle.ACTIVATIONS[activation](gate)
 
 
 def _spans(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
@@ -221,7 +221,7 @@ def _spans(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
 
 
 def _normalise(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
-    return oracle._normalise(_spans(x, contract, num_heads), contract).reshape(x.shape)
+    return oracle.normalise(_spans(x, contract, num_heads), contract).reshape(x.shape)
 
 
 def _tiled(w: np.ndarray, width: int) -> np.ndarray:

@@ -70,8 +70,8 @@ def _check_fd(contract: Contract, arrays: dict, num_heads: int = 1, seed: int = 
 
 def _assert_away_from_kinks(contract: Contract, spans: np.ndarray) -> None:
     """The test point is one where the contract is differentiable: clamp off its corner, no tie for max(x^2)."""
-    stat = oracle._statistic(spans, contract.statistic)
-    eps = contract.eps * oracle._eps_factor(spans, contract.eps_scale)
+    stat = oracle.statistic(spans, contract.statistic)
+    eps = contract.eps * oracle.eps_factor(spans, contract.eps_scale)
     if contract.eps_placement == "clamp":
         assert np.all(np.abs(np.sqrt(stat) - eps) > 1e-3 * eps), "test point too close to the clamp's corner"
     square = spans * spans
