@@ -42,6 +42,7 @@ from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import FORMATS, get_format
 from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.harness.data.ops import OPS
+from normdiff.text import byte_size
 
 SUITE_DIR = Path(__file__).parent / "suites"
 # the operands' suite keys, in the op records' order (weights, gates): product order and case order
@@ -325,9 +326,9 @@ def _check_size(where: str, groups: list[tuple[str, dict]]) -> None:
     limit, total = _byte_limit(), sum(s[3] for s in sizes)
     if total > limit:
         label, shape, cases, _ = max(sizes, key=lambda s: s[3])
-        raise SuiteError(f"{where}: this suite needs about {_bytes(total)} of memory (the most: {cases} "
+        raise SuiteError(f"{where}: this suite needs about {byte_size(total)} of memory (the most: {cases} "
                          f"case{'s' * (cases > 1)} of {shape}{' in ' + label if label else ''}); the limit is "
-                         f"{_bytes(limit)}: use fewer rows or cases, or raise the limit with "
+                         f"{byte_size(limit)}: use fewer rows or cases, or raise the limit with "
                          "NORMDIFF_MAX_SUITE_BYTES=<bytes>")
 
 
@@ -351,13 +352,6 @@ def _byte_limit() -> int:
     except ValueError:
         raise SuiteError(f"NORMDIFF_MAX_SUITE_BYTES must be a number of bytes, e.g. 17179869184 (16 GiB); "
                          f"got {text!r}") from None
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.3g} {unit}"
-        n /= 1024
 
 
 def _expand(group: dict, where: str):

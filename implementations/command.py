@@ -48,6 +48,7 @@ import ml_dtypes
 import numpy as np
 
 from normdiff import processes
+from normdiff.text import byte_size
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import format_of
 from normdiff.harness.data.errors import UsageError
@@ -183,7 +184,7 @@ def read_file(path, max_bytes: int | None = None) -> tuple[dict[str, np.ndarray]
     """A safetensors file's tensors; with `max_bytes`, a larger file is refused before it is read."""
     size = os.path.getsize(path)
     if max_bytes is not None and size > max_bytes:
-        raise FormatError(f"the file has {_size(size)}; this case's output needs at most {_size(max_bytes)}")
+        raise FormatError(f"the file has {byte_size(size)}; this case's output needs at most {byte_size(max_bytes)}")
     with open(path, "rb") as fh:
         return decode(fh.read())
 
@@ -201,13 +202,6 @@ def read_header(path) -> dict:
         except (UnicodeDecodeError, json.JSONDecodeError):
             return {}
     return header if isinstance(header, dict) else {}
-
-
-def _size(count: int) -> str:
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} bytes"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,11 +368,7 @@ def _signal_name(number: int) -> str:
 def _kill_group(proc: subprocess.Popen) -> None:
     """The command's session and everything below it (a daemonized grandchild too: see
     normdiff/processes.py)."""
-    processes.kill_tree(proc.pid, include_self=proc.poll() is None)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its group outlives it while any member lives
-    except (ProcessLookupError, PermissionError):
-        pass
+    processes.kill_tree(proc.pid)  # before the wait: the unreaped pid still names its group
     proc.wait()
 
 

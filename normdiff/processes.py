@@ -90,7 +90,8 @@ def descendants(pid: int) -> list[int]:
 def kill_tree(pid: int, include_self: bool = True) -> None:
     """SIGKILL `pid`'s process group (when it leads one), `pid` and every descendant we can see.
     Descendants are listed before anything is killed: once a parent dies its children move to a
-    subreaper or init and are no longer below it."""
+    subreaper or init and are no longer below it. `pid` may have ended already (a zombie its Popen
+    has not waited for): its group lives on while any member does, and is killed all the same."""
     below = descendants(pid)
     if include_self:
         try:

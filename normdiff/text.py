@@ -28,6 +28,15 @@ def number(value, digits: int = 3, missing: str = "") -> str:
     return str(value)
 
 
+def byte_size(count: float) -> str:
+    """A size in bytes for a person: '50.5 GiB', '4 GiB', '812 B' (three significant digits)."""
+    count = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
+            return f"{number(count)} {unit}"
+        count /= 1024
+
+
 # Characters a terminal (or a log viewer) acts on instead of showing: C0 controls and DEL, C1
 # controls (U+0080-U+009F: U+009B is a CSI on some terminals), the Unicode line and paragraph
 # separators, the bidirectional overrides and isolates that reorder what is shown, and lone

@@ -246,7 +246,7 @@ ATTEMPTS = [
     Attempt("daemonizes", check("{H}:daemonizes"), 0, r"AGREES"),
     Attempt("command-leaves-a-child", command("leaves_child"), 0, r"AGREES"),
     Attempt("command-segfaults", command("segfaults"), 2, r"killed by SIGSEGV"),
-    Attempt("command-huge-output", command("huge"), 2, r"the file has 1.0 GiB; this case's output needs at most"),
+    Attempt("command-huge-output", command("huge"), 2, r"the file has 1 GiB; this case's output needs at most"),
     Attempt("command-empty", ["check", "--command", "", "--op", "rms_norm", "--convention", "qwen3"], 2,
             r"nothing to check"),
     Attempt("command-not-found", ["check", "--command", "./nosuch-prog", "--op", "rms_norm", "--convention", "qwen3"], 2,

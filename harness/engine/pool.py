@@ -66,11 +66,7 @@ class Worker:
                 return
             # its session and everything below it, whatever the code started; also when the worker
             # itself is dead already (its group lives on while any member does)
-            processes.kill_tree(self.proc.pid, include_self=self.proc.poll() is None)
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            processes.kill_tree(self.proc.pid)
             self.proc.wait()
             self.requests.close()
             self.replies.close()

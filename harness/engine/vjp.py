@@ -51,8 +51,7 @@ from normdiff.harness.engine import oracle
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-z))
+    return _activate(z, "sigmoid")  # the oracle's own sigmoid
 
 
 def _silu_grad(z: np.ndarray) -> np.ndarray:
