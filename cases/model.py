@@ -5,12 +5,20 @@ A case is fully described by its id, for example
     rms_norm@qwen3/bf16/8x1024/tiny_rms:1e-3/w=trained/eps=1e-05
     qk_norm@olmo2/fp16/4x8x64/head_scales:lognormal/w=ones
     gated_rms_norm@qwen3.5/fp32/8x128/normal/w=ones/z=closed#1
+    rms_norm@qwen3/bf16/8x1024/normal/w=trained/dy=aligned/out=dx
 and `Case.from_id` rebuilds it, so every report row can be replayed from its id alone. The id's
 shape is written in the op record's dims (rows x width, or rows x heads x head_dim), then x's input
 regime, then `key=regime` for each operand the op draws from a named regime (the record's id_key:
 w for the weight, z for the gate), then `eps=VALUE` when the case runs at another eps than its
-convention's config eps, then `#sample` when it is not 0. eps is no part of the seed: the same
-inputs run at every eps.
+convention's config eps, then for a backward case `dy=REGIME` (its upstream gradient's regime,
+cases/regimes.py GRADIENT_REGIMES) and `out=OUTPUT` (which gradient the row judges: dx, dw, dgate;
+the op record's `gradients`), then `#sample` when it is not 0. eps is no part of the seed: the same
+inputs run at every eps. A forward case judges y and names neither.
+
+The backward pass: one call computes every gradient of a backward case (`call_id`, the id without
+`out=`), and each gradient is judged as its own case, so every report row is still one case x one
+implementation. dy is drawn from the exact forward output y (the "aligned" regime correlates it
+with y) on its own stream, the same for every output of the call, and cast to the case dtype.
 
 Inputs are drawn in float64 from a seed that depends only on the input configuration (shape,
 regimes, sample), so the same input appears across ops, conventions and dtypes, then cast once to
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -32,8 +40,10 @@ from normdiff.cases import regimes
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
-from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.harness.data.ops import CASE, Op, Operand, get_op
+
+DY_STREAM = 4  # the upstream gradient's random stream (the operands use 0-3: ops.py)
 
 # The first version's seed key named the weight and gate regimes (with these stand-ins for an op
 # that has neither); keeping it keeps every existing case's inputs, digests and baselines. Regimes
@@ -76,6 +86,8 @@ class Case:
     choices: tuple = ()
     eps: float | None = None  # None: the convention's config eps (its contract's)
     sample: int = 0
+    dy: str = ""  # a backward case's upstream-gradient regime; "" for a forward case
+    output: str = "y"  # what this case judges: y (forward), or one of the op's gradients
 
     def __post_init__(self) -> None:
         record = get_op(self.op)
@@ -88,6 +100,7 @@ class Case:
             raise UsageError(f"case shape must be positive, got rows={self.rows} width={self.width} "
                              f"heads={self.num_heads}")
         check_size(self.rows, self.width)
+        _check_pass(record, self.dy, self.output)
         if self.num_heads != 1 and "num_heads" not in record.dims:
             raise UsageError(f"{self.op} has no heads; got num_heads={self.num_heads}")
         if self.width % self.num_heads:
@@ -97,11 +110,41 @@ class Case:
 
     @classmethod
     def of(cls, op: str, convention: str, dtype: str, shape: str, regime: str = "normal", sample: int = 0,
-           eps: float | None = None, **choices) -> "Case":
+           eps: float | None = None, dy: str = "", output: str = "", **choices) -> "Case":
         """A case from its shape text as ids and suites write it ('8x1024', '4x8x64'), its eps (None:
-        the convention's) and its operands' regimes by operand name (weight="trained", gate="closed")."""
+        the convention's) and its operands' regimes by operand name (weight="trained", gate="closed").
+        A backward case names its upstream gradient's regime `dy` and its `output` (default dx)."""
         rows, width, heads = parse_shape(get_op(op), shape)
-        return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), eps, sample)
+        output = output or ("dx" if dy else "y")
+        return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), eps, sample,
+                   dy, output)
+
+    # ---- the pass --------------------------------------------------------------------------------
+
+    @property
+    def pass_(self) -> str:
+        """"forward" (judges y) or "backward" (judges a gradient)."""
+        return "backward" if self.dy else "forward"
+
+    def with_output(self, output: str) -> "Case":
+        """The same call judged on another of its outputs."""
+        return replace(self, output=output)
+
+    def outputs(self) -> list["Case"]:
+        """Every case of this call: itself for a forward case, one per gradient for a backward one."""
+        if not self.dy:
+            return [self]
+        return [self.with_output(name) for name in self.record.gradients]
+
+    @cached_property
+    def call_id(self) -> str:
+        """The id of the call that computes this case's output (a backward case's, without `out=`)."""
+        return self._id(with_output=False)
+
+    @property
+    def operand(self) -> str:
+        """The operand this case's output is the gradient of ("" for y)."""
+        return self.record.gradients.get(self.output, "")
 
     # ---- identity ----------------------------------------------------------------------------
 
@@ -134,11 +177,16 @@ class Case:
 
     @cached_property
     def id(self) -> str:
+        return self._id(with_output=True)
+
+    def _id(self, with_output: bool) -> str:
         record = self.record
         parts = [f"{self.op}@{self.convention}", get_format(self.dtype).short, self.shape_text, self.regime]
         parts += [f"{o.id_key}={self.choice(o.name)}" for o in record.chosen]
         if self.eps is not None:
             parts.append(f"eps={self.eps:g}")
+        if self.dy:
+            parts += [f"dy={self.dy}"] + ([f"out={self.output}"] if with_output else [])
         text = "/".join(parts)
         return text + (f"#{self.sample}" if self.sample else "")
 
@@ -164,19 +212,23 @@ class Case:
         g = match.groupdict()
         record = get_op(g["op"])
         keys = {o.id_key: o.name for o in record.chosen}
-        choices, eps = {}, None
+        choices, eps, grad = {}, None, {}
         for part in (g["extras"] or "").split("/"):
             if part:
                 key, _, value = part.partition("=")
                 if key == "eps":
                     eps = _parse_eps(value, case_id)
+                elif key in ("dy", "out"):
+                    grad[key] = value
                 elif key in keys:
                     choices[keys[key]] = value
                 else:
                     raise UsageError(f"case id {case_id!r}: {g['op']} takes no '{key}='; its parts are "
-                                     f"{', '.join(k + '=' for k in [*keys, 'eps'])}")
+                                     f"{', '.join(k + '=' for k in [*keys, 'eps', 'dy', 'out'])}")
+        if "out" in grad and "dy" not in grad:
+            raise UsageError(f"case id {case_id!r}: out= names a gradient, which needs dy=REGIME before it")
         return cls.of(g["op"], g["conv"], g["dtype"], g["shape"], g["regime"], int(g["sample"] or 0), eps,
-                      **choices)
+                      grad.get("dy", ""), grad.get("out", ""), **choices)
 
     # ---- inputs ------------------------------------------------------------------------------
 
@@ -206,6 +258,14 @@ class Case:
         if operand.length == "span":
             return self.width if self.contract.weight_span == "full" else self.head_dim
         return self.width
+
+    def upstream(self, y: np.ndarray) -> np.ndarray:
+        """The upstream gradient dy of a backward case, drawn from the exact forward output `y` (float64)
+        by its regime, on its own stream, in the case dtype: the same for every output of the call."""
+        if not self.dy:
+            raise ValueError(f"{self.id} is a forward case: it has no upstream gradient")
+        rng = np.random.default_rng([self.seed, DY_STREAM, _stable_hash(self.dy)])
+        return regimes.draw_gradient(self.dy, rng, y).astype(get_format(self.dtype).np_dtype)
 
     def inputs(self) -> CaseInputs:
         dtype = get_format(self.dtype).np_dtype
@@ -240,6 +300,18 @@ def check_size(rows: int, width: int) -> None:
     if rows * width > MAX_CASE_ELEMENTS:
         raise UsageError(f"a case has at most {MAX_CASE_ELEMENTS} elements, got {rows} x {width} = "
                          f"{rows * width:.3g}: use fewer rows")
+
+
+def _check_pass(record: Op, dy: str, output: str) -> None:
+    if not dy:
+        if output != "y":
+            raise UsageError(f"output {output!r} is a gradient: a backward case needs dy=REGIME "
+                             f"({', '.join(regimes.GRADIENT_REGIMES)})")
+        return
+    if dy not in regimes.GRADIENT_REGIMES:
+        raise UsageError(unknown("gradient regime", dy, regimes.GRADIENT_REGIMES))
+    if output not in record.gradients:
+        raise UsageError(f"{record.name}'s backward pass outputs {', '.join(record.gradients)}; got out={output!r}")
 
 
 def _normalise_choices(record: Op, given) -> tuple:

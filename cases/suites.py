@@ -12,7 +12,10 @@ A group is a cartesian product:
     gates = ["open", "closed"]          # ops with a gate (default ["open"])
     eps = ["config", 1e-5]              # eps values ("config": each convention's own; the default)
     samples = 1                         # independent draws of each combination
+    dy = ["normal", "aligned"]          # upstream-gradient regimes: each case also runs backward
+    passes = ["backward"]               # which passes (default: forward, and backward when dy is given)
 
+A backward case judges each of its op's gradients (dx, dw, dgate) as a case of its own.
 The operand keys (weights, gates, ...) come from the op records (harness/data/ops.py: an operand's
 suite_key); an op that does not take an operand ignores its key. Pairs a convention does not define
 are an error, not silently dropped: a suite says what it means.
@@ -32,7 +35,7 @@ import os
 import re
 import tomllib
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from normdiff.cases import regimes
@@ -41,7 +44,7 @@ from normdiff.harness.data.budgets import CHAINS
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import FORMATS, get_format
 from normdiff.harness.data.errors import UsageError, unknown
-from normdiff.harness.data.ops import OPS
+from normdiff.harness.data.ops import OPS, PASSES
 from normdiff.text import byte_size
 
 SUITE_DIR = Path(__file__).parent / "suites"
@@ -68,6 +71,8 @@ SCHEMA: dict[str, tuple] = {
        for op in OPS.values() for o in op.chosen},
     "eps": ("eps", "eps", None, False),
     "samples": ("samples", "sample count", None, False),
+    "dy": ("names", "gradient regime", regimes.GRADIENT_REGIMES, False),
+    "passes": ("names", "pass", dict.fromkeys(PASSES), False),
 }
 ELEMENTS = {"names": "strings", "regimes": "strings", "shapes": "strings",
             "eps": 'positive numbers or "config"'}
@@ -172,6 +177,9 @@ def _check_group(group, where: str) -> dict:
     extra = [k for k in group if k not in SCHEMA]
     if extra:
         raise SuiteError(f"{where}: {_unknown_keys(extra, SCHEMA, 'key')}; a group's keys are: {', '.join(SCHEMA)}")
+    if "dy" in group and group.get("passes") == ["forward"]:
+        raise SuiteError(f"{where}: 'dy' gives upstream gradients, which only the backward pass uses, and "
+                         "'passes' is [\"forward\"]: add \"backward\" to passes or drop dy")
     for key, (kind, what, known, required) in SCHEMA.items():
         try:
             if key not in group:
@@ -335,9 +343,11 @@ def _check_size(where: str, groups: list[tuple[str, dict]]) -> None:
 def _grid_sizes(group: dict):
     """(shape, cases of that shape, elements of each case's x) per op and shape of a checked group;
     an op's count leaves out the keys of operands it does not take, as its expansion does."""
+    forward, dys = _passes(group)
     for op in group["ops"]:
         keys = ["conventions", "dtypes", "regimes", "eps", *(o.suite_key for o in OPS[op].chosen)]
-        cases = math.prod(len(group.get(k, [None])) for k in keys) * group.get("samples", 1)
+        calls = math.prod(len(group.get(k, [None])) for k in keys) * group.get("samples", 1)
+        cases = calls * (forward + len(dys) * len(OPS[op].gradients))
         for shape in group["shapes"]:
             rows, *rest = (int(d) for d in shape.split("x"))
             yield shape, cases, rows * math.prod(rest)
@@ -359,13 +369,25 @@ def _expand(group: dict, where: str):
     convention does not define, a shape the op does not take) is a SuiteError naming the group."""
     defaults = {o.suite_key: o.default for op in OPS.values() for o in op.chosen}
     operand_lists = [group.get(key, [defaults[key]]) for key in OPERAND_KEYS]
+    forward, dys = _passes(group)
     for op, conv, dtype, shape, regime, *picked, eps, sample in itertools.product(
             group["ops"], group["conventions"], group["dtypes"], group["shapes"], group["regimes"],
             *operand_lists, group.get("eps", ["config"]), range(group.get("samples", 1))):
         try:
-            yield _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), eps, sample)
+            case = _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), eps, sample)
         except UsageError as exc:
             raise SuiteError(f"{where}: {exc}") from None
+        if forward:
+            yield case
+        for dy in dys:
+            yield from replace(case, dy=dy, output=next(iter(case.record.gradients))).outputs()
+
+
+def _passes(group: dict) -> tuple[bool, list[str]]:
+    """Whether a checked group runs forward, and its backward cases' dy regimes (none: no backward)."""
+    passes = group.get("passes", ["forward", "backward"] if "dy" in group else ["forward"])
+    dys = list(group.get("dy", ["normal"])) if "backward" in passes else []
+    return "forward" in passes, dys
 
 
 def _make_case(op, conv, dtype, shape, regime, by_key: dict, eps, sample) -> Case:
@@ -373,3 +395,21 @@ def _make_case(op, conv, dtype, shape, regime, by_key: dict, eps, sample) -> Cas
     record = OPS[op]
     choices = {o.name: by_key[o.suite_key] for o in record.chosen}
     return Case.of(op, conv, dtype, shape, regime, sample, eps, **choices)
+
+
+# ---- selecting a pass ---------------------------------------------------------------------------
+
+PASS_CHOICES = ("forward", "backward", "both")
+
+
+def for_pass(suite: Suite, which: str = "both") -> Suite:
+    """The suite's cases of one pass ("forward" judges y, "backward" the gradients), or all ("both")."""
+    if which not in PASS_CHOICES:
+        raise UsageError(f"pass must be one of {', '.join(PASS_CHOICES)}; got {which!r}")
+    if which == "both":
+        return suite
+    cases = tuple(c for c in suite.cases if c.pass_ == which)
+    if not cases:
+        raise UsageError(f"suite {suite.name!r} has no {which} cases"
+                         + (": give a group dy = [\"normal\"] to run the backward pass" if which == "backward" else ""))
+    return Suite(suite.name, suite.description, cases, suite.path)

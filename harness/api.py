@@ -66,10 +66,11 @@ def check_implementations(implementations) -> list[Implementation]:
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
               timeout: float = 60.0, progress=None, keep_outputs: bool | str = False,
-              keep_calling: bool = False) -> Report:
+              keep_calling: bool = False, passes: str = "both") -> Report:
     """Run `suite` over `implementations` (default: every registered one). keep_outputs: True keeps
     every output array in report.outputs, "worst" only those the report's side-by-sides show.
     After a call times out, that implementation's other calls are not made unless `keep_calling`.
+    `passes`: "forward", "backward" or "both" (the suite's cases of that pass).
     Every argument is checked before any work (UsageError). Stopped by Ctrl-C or SIGTERM/SIGHUP,
     it raises normdiff.interrupts.Interrupted whose `partial` is the Report of what had finished
     (or None)."""
@@ -79,6 +80,9 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     if not isinstance(suite, (str, suites.Suite)):
         raise UsageError(f"suite must be a suite name, a path to a .toml file or a Suite; got {type(suite).__name__}")
     suite = suites.load(suite) if isinstance(suite, str) else suite
+    if not len(suite):
+        raise UsageError(f"suite {suite.name!r} has no cases: give it at least one group")
+    suite = suites.for_pass(suite, passes)
     if not len(suite):
         raise UsageError(f"suite {suite.name!r} has no cases: give it at least one group")
     impls = check_implementations(implementations) if implementations is not None else select()

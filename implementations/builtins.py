@@ -21,6 +21,10 @@ Which conventions they are declared for, and why:
   * F.normalize: only l2_norm@torch (clamp, eps 1e-12). Qwen3.5's l2norm puts eps 1e-6 inside the
     square root, a different function once ||x|| <~ 1e-2; the suite measures both on the same inputs.
 
+The backward adapters (`functional_rms_norm_backward`, `module_rms_norm_backward`,
+`normalize_backward`) run the same calls under autograd (frameworks/torch.py `autograd_vjp`): the
+built-ins' own derivative formulas, gradients in the case dtype.
+
 Each eps is the contract's (passed explicitly: `nn.RMSNorm(eps=None)` would use finfo(float32).eps).
 Only ever imported inside the torch worker.
 """
@@ -31,37 +35,73 @@ import torch.nn.functional as F
 
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
+from normdiff.implementations.frameworks.torch import autograd_vjp, fold, input_leaf
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch
 
 
-def _x_and_weight(inputs: CaseInputs) -> tuple[torch.Tensor, torch.Tensor]:
+def _x_and_weight(inputs: CaseInputs, leaves: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """x and the case's weight as tensors with their bits (`leaves`: fresh tensors for autograd)."""
     if "weight" not in inputs.arrays:
         raise ValueError(f"this built-in takes a weight; the op gives only {', '.join(inputs.arrays)}")
-    x, weight = to_torch(inputs.arrays["x"]), to_torch(inputs.arrays["weight"])
-    if weight.shape[-1] != x.shape[-1]:
-        # a (head_dim,) weight on a full-vector norm is tiled over the heads (numpy_own's rule)
-        weight = weight.repeat(x.shape[-1] // weight.shape[-1])
-    return x, weight
+    tensor = input_leaf if leaves else to_torch
+    return tensor(inputs.arrays["x"]), tensor(inputs.arrays["weight"])
+
+
+def _tiled(weight: torch.Tensor, width: int) -> torch.Tensor:
+    # a (head_dim,) weight on a full-vector norm is tiled over the heads (numpy_own's rule); inside
+    # autograd's graph, so the tiles' gradients come back summed to the case weight's shape
+    return weight if weight.shape[-1] == width else weight.repeat(width // weight.shape[-1])
+
+
+def _functional(x: torch.Tensor, weight: torch.Tensor, contract: Contract) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), _tiled(weight, x.shape[-1]), contract.eps)
 
 
 def functional_rms_norm(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
-    x, weight = _x_and_weight(inputs)
-    return F.rms_norm(x, (x.shape[-1],), weight, contract.eps)
+    return _functional(*_x_and_weight(inputs), contract)
+
+
+def functional_rms_norm_backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, torch.Tensor]:
+    """F.rms_norm's own autograd backward: {"x", "weight"}, each in the case dtype."""
+    x, weight = _x_and_weight(inputs, leaves=True)
+    return autograd_vjp(lambda: _functional(x, weight, contract), {"x": x, "weight": weight}, dy)
 
 
 _MODULES: dict[tuple, torch.nn.RMSNorm] = {}
 
 
-def module_rms_norm(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
-    x, weight = _x_and_weight(inputs)
+def _module(x: torch.Tensor, weight: torch.Tensor, contract: Contract) -> torch.nn.RMSNorm:
+    """The cached nn.RMSNorm for the case, holding the case's weight (tiled to the width)."""
     key = (x.shape[-1], contract.eps, x.dtype)
     if key not in _MODULES:  # weight stored in the case dtype, as in a model loaded in that dtype
         _MODULES[key] = torch.nn.RMSNorm(x.shape[-1], eps=contract.eps, dtype=x.dtype)
     norm = _MODULES[key]
+    with torch.no_grad():
+        norm.weight.copy_(_tiled(weight, x.shape[-1]))
+    return norm
+
+
+def module_rms_norm(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
+    x, weight = _x_and_weight(inputs)
+    norm = _module(x, weight, contract)
     with torch.inference_mode():
-        norm.weight.copy_(weight)
         return norm(x)
+
+
+def module_rms_norm_backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, torch.Tensor]:
+    """nn.RMSNorm's autograd backward: {"x", "weight"}; the weight's is the parameter's gradient
+    (case dtype), summed over the tiles where a (head_dim,) case weight was tiled to the width."""
+    x, weight = _x_and_weight(inputs, leaves=True)
+    norm = _module(x, weight, contract)
+    grads = autograd_vjp(lambda: norm(x), {"x": x, "weight": norm.weight}, dy)
+    return dict(grads, weight=fold(grads["weight"], weight.shape))
 
 
 def normalize(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
     return F.normalize(to_torch(inputs.arrays["x"]), p=2.0, dim=-1, eps=contract.eps)
+
+
+def normalize_backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, torch.Tensor]:
+    """F.normalize's own autograd backward (in the input dtype, as its forward): {"x"}."""
+    x = input_leaf(inputs.arrays["x"])
+    return autograd_vjp(lambda: F.normalize(x, p=2.0, dim=-1, eps=contract.eps), {"x": x}, dy)

@@ -14,6 +14,17 @@ the promotion shows in every report instead of being hidden by a cast here. `fla
 the configuration a bf16 model uses (`dtype = param_dtype = the input dtype`): float32 statistics,
 output rounded once to the input dtype, judged like any other implementation.
 
+Backward (`rms_norm_backward`, `rms_norm_in_dtype_backward`): jax.vjp through the very module call
+(the module split into its graph and its state, merged back inside the differentiated function),
+with respect to x and the `scale` param; the scale's gradient is the weight's. Each comes back in
+the dtype flax's differentiation gives it: dx in x's dtype (the case dtype), dscale in the param's
+dtype - float32 with flax's defaults, the case dtype for the in-dtype configuration. A (head_dim,)
+weight tiled across the row in the forward gets the tiled scale's gradient folded back: summed over
+the copies in float32, then cast to the gradient's dtype. With dtype = param_dtype = bf16 / fp16,
+flax lifts x to float32 twice (for the statistics, and where it meets the float32 rsqrt), so its vjp
+rounds the two parts of dx (the direct term and the projection term) to the dtype separately and
+adds them in the dtype: three roundings where the defaults (x lifted once) have one.
+
 Modules are cached per (width, eps, dtype); the call is `nnx.jit`-compiled and rows are padded to a
 power of two (as in jax_own) so that batches of different sizes share compiled programs. Only ever
 imported inside the JAX worker.
@@ -22,13 +33,14 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
-from normdiff.implementations.jax_own import padded_rows
+from normdiff.implementations.jax_own import pad_nonzero, padded_rows
 
 _MODULES: dict[tuple, nnx.RMSNorm] = {}
 
@@ -60,3 +72,46 @@ def _run(op: str, contract: Contract, inputs: CaseInputs, in_dtype: bool) -> np.
 
 rms_norm = functools.partial(_run, in_dtype=False)
 rms_norm_in_dtype = functools.partial(_run, in_dtype=True)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _vjp(graphdef, state, x, dy):
+    def call(state, x):
+        return nnx.merge(graphdef, state)(x)
+
+    y, pull = jax.vjp(call, state, x)
+    # The cotangent must have the output's dtype: flax's defaults return float32 for a bf16 / fp16
+    # input, so dy (in the case dtype) is cast to float32 here, before the vjp. That cast widens
+    # and is exact; a narrowing one (which would round dy) is refused.
+    if jnp.promote_types(dy.dtype, y.dtype) != y.dtype:
+        raise TypeError(f"dy is {dy.dtype} and the output {y.dtype}: casting would round dy")
+    dstate, dx = pull(dy.astype(y.dtype))
+    return dx, dstate["scale"][...]
+
+
+def _backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray, in_dtype: bool) -> dict:
+    x, case_weight = np.asarray(inputs.arrays["x"]), np.asarray(inputs.arrays["weight"])
+    dy = np.asarray(dy)
+    if dy.shape != x.shape:
+        raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
+    weight = case_weight
+    if weight.shape[-1] != x.shape[-1]:  # tiled, as in the forward
+        weight = np.tile(weight, x.shape[-1] // weight.shape[-1])
+    norm = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
+    norm.scale[...] = jnp.asarray(weight, norm.scale.dtype)  # exact: bf16/fp16 fit in float32
+    graphdef, state = nnx.split(norm)
+    rows = x.shape[0]
+    # Padded as jax_own.backward pads (its comment says why that leaves dscale exact): x with
+    # alternating +-1 rows (finite forward values under any eps), dy with zero rows, so a padded row
+    # adds an exact 0 to dscale; its dx is sliced off.
+    padded = padded_rows(rows)
+    dx, dscale = _vjp(graphdef, state, pad_nonzero(x, padded), np.pad(dy, ((0, padded - rows), (0, 0))))
+    dscale = np.asarray(dscale)
+    if case_weight.shape[-1] != dscale.shape[-1]:  # fold the tiled copies back onto the weight
+        folded = dscale.astype(np.float32).reshape(-1, case_weight.shape[-1]).sum(axis=0)
+        dscale = folded.astype(dscale.dtype)
+    return {"x": np.array(np.asarray(dx)[:rows]), "weight": np.array(dscale)}
+
+
+rms_norm_backward = functools.partial(_backward, in_dtype=False)
+rms_norm_in_dtype_backward = functools.partial(_backward, in_dtype=True)

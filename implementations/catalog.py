@@ -1,6 +1,7 @@
 """The built-in implementations, as registry entries (descriptions only: nothing is imported)."""
 from __future__ import annotations
 
+from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import op_conventions
 from normdiff.implementations.entry import Implementation
@@ -11,9 +12,11 @@ def hf_implementations() -> list[Implementation]:
     # batch_rows: these layers treat rows independently; through the attention path rows are
     # tokens, and nothing mixes tokens before q_norm (hf.py explains).
     # They share the torch worker (frameworks/torch.py says why).
+    # The backward pass: autograd through the same layers (hf.py).
     return [Implementation(f"hf-{family.convention}", "model", "torch", f"normdiff.implementations.hf:{attr}",
                            frozenset((op, family.convention) for op in family.ops()), family.description(),
-                           requires=("transformers",), batch_rows=True)
+                           requires=("transformers",), batch_rows=True,
+                           backward=f"normdiff.implementations.hf:{attr}.backward")
             for attr, family in FAMILIES.items()]
 
 
@@ -24,38 +27,47 @@ def builtin_implementations() -> list[Implementation]:
     torch_entry, flax_entry = "normdiff.implementations.builtins:", "normdiff.implementations.builtins_jax:"
     return [
         Implementation("torch-F.rms_norm", "framework", "torch", torch_entry + "functional_rms_norm",
-                       one_rounding, "torch.nn.functional.rms_norm", batch_rows=True),
+                       one_rounding, "torch.nn.functional.rms_norm", batch_rows=True,
+                       backward=torch_entry + "functional_rms_norm_backward"),
         Implementation("torch-nn.RMSNorm", "framework", "torch", torch_entry + "module_rms_norm",
-                       one_rounding, "torch.nn.RMSNorm, weight in the case dtype", batch_rows=True),
+                       one_rounding, "torch.nn.RMSNorm, weight in the case dtype", batch_rows=True,
+                       backward=torch_entry + "module_rms_norm_backward"),
         Implementation("torch-F.normalize", "framework", "torch", torch_entry + "normalize",
                        frozenset({("l2_norm", "torch")}), "torch.nn.functional.normalize (p=2, eps 1e-12)",
-                       batch_rows=True),
+                       batch_rows=True, backward=torch_entry + "normalize_backward"),
         Implementation("flax-rmsnorm", "framework", "jax", flax_entry + "rms_norm", one_rounding,
                        "flax.nnx.RMSNorm with its defaults (returns float32 for bf16/fp16 input)",
-                       requires=("flax",), batch_rows=True),
+                       requires=("flax",), batch_rows=True, backward=flax_entry + "rms_norm_backward"),
         Implementation("flax-rmsnorm-dtype", "framework", "jax", flax_entry + "rms_norm_in_dtype",
                        one_rounding, "flax.nnx.RMSNorm(dtype=param_dtype=input dtype)",
-                       requires=("flax",), batch_rows=True),
+                       requires=("flax",), batch_rows=True, backward=flax_entry + "rms_norm_in_dtype_backward"),
     ]
 
 
 def mutant_implementations() -> list[Implementation]:
     # one per catalogued bug, each run on the (op, convention) whose contract it corrupts
-    return [Implementation(bug.id, "mutant", "torch", f"normdiff.implementations.mutants:{bug.id}",
-                           frozenset({(bug.op, bug.convention)}), bug.symptom, batch_rows=True)
-            for bug in BUGS.values()]
+    forward = [Implementation(bug.id, "mutant", "torch", f"normdiff.implementations.mutants:{bug.id}",
+                              frozenset({(bug.op, bug.convention)}), bug.symptom, batch_rows=True)
+               for bug in BUGS.values()]
+    # backward mutants run the backward pass only (their forward is the correct one), in NumPy:
+    # the own kernel-style backward with one deviation (numpy_backward.py)
+    backward = [Implementation(bug.id, "mutant", "numpy", "", frozenset({(bug.op, bug.convention)}), bug.symptom,
+                               backward="normdiff.implementations.numpy_backward:mutant", params=(("bug", bug.id),))
+                for bug in BACKWARD_BUGS.values()]
+    return forward + backward
 
 
 def builtin() -> list[Implementation]:
     every_pair = frozenset(op_conventions())
     return [
         Implementation("numpy", "own", "numpy", "normdiff.implementations.numpy_own:run", every_pair,
-                       "own NumPy: float32 statistics, the convention's cast points, bf16 via ml_dtypes",
-                       batch_rows=True),
+                       "own NumPy: float32 statistics, the convention's cast points, bf16 via ml_dtypes; "
+                       "backward written as training kernels write it",
+                       batch_rows=True, backward="normdiff.implementations.numpy_backward:run_backward"),
         Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", every_pair,
-                       "own PyTorch modules in the style of the seed's qwen/norm.py",
-                       batch_rows=True),
+                       "own PyTorch modules in the style of the seed's qwen/norm.py (backward: autograd)",
+                       batch_rows=True, backward="normdiff.implementations.torch_own:backward"),
         Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
-                       "own JAX (jax.numpy, jitted once per op and cast, eps traced)",
-                       batch_rows=True),
+                       "own JAX (jax.numpy, jitted once per op and cast, eps traced; backward: jax.vjp)",
+                       batch_rows=True, backward="normdiff.implementations.jax_own:backward"),
     ] + hf_implementations() + builtin_implementations() + mutant_implementations()

@@ -8,7 +8,14 @@ cases runs, so normdiff never pays for a framework it does not use. The loaded a
 
     adapter(op: str, contract: Contract, inputs: CaseInputs) -> array-like shaped like inputs x
 
-or, for an entry with `params`, a factory that returns such an adapter.
+or, for an entry with `params`, a factory that returns such an adapter. An implementation of the
+backward pass names a second entry, `backward`, loaded the same way, whose adapter is
+
+    backward(op, contract, inputs, dy) -> {"x": dx, "weight": dw, "gate": dgate}
+
+(the gradients of the op's float operands that `inputs` holds, each shaped like its operand; dy in
+the case dtype, shaped like x). An implementation with no `entry` runs the backward pass only
+(a backward mutant: its forward is the correct one, so a forward row would say nothing).
 """
 from __future__ import annotations
 
@@ -44,6 +51,8 @@ class Implementation:
     # named (--implementation NAME); a user's carries its target and templates, a command its
     # command line. Empty: the default.
     replay: tuple[str, ...] = ()
+    # The entry of its backward adapter ("" : it has no backward pass); with `params`, a factory too.
+    backward: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -55,8 +64,16 @@ class Implementation:
         object.__setattr__(self, "worker", self.worker or own)
         object.__setattr__(self, "replay", tuple(self.replay) or ("--implementation", self.name))
 
-    def supports(self, op: str, convention: str) -> bool:
-        return (op, convention) in self.op_conventions
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The passes it runs: "forward" when it has an entry, "backward" when it has a backward."""
+        return tuple(p for p, entry in (("forward", self.entry), ("backward", self.backward)) if entry)
+
+    def entry_for(self, pass_: str) -> str:
+        return self.backward if pass_ == "backward" else self.entry
+
+    def supports(self, op: str, convention: str, pass_: str = "forward") -> bool:
+        return (op, convention) in self.op_conventions and pass_ in self.passes
 
     def unavailable_reason(self) -> str | None:
         """Why this implementation cannot run here, or None. Looks modules up without importing."""

@@ -43,6 +43,19 @@ exception, measured with torch 2.13 CPU: the bf16 GEMM flushes bf16 *subnormals*
 ~1.2e-38) to zero (float16 and float32 keep theirs). No suite regime comes near them, and the
 per-call check turns such an input into an error instead of a measurement on other inputs.
 
+The backward pass (`FamilyAdapter.backward`, registry entries "normdiff.implementations.hf:qwen3.backward"
+etc.) is torch's autograd through the same `forward` path: the norm's own derivative as the model
+trains with it, the weight's gradient the real parameter's (in the case dtype). Through the
+attention only the hooked q_norm output is differentiated, and x's gradient is taken at q_norm's
+input (which is x bit for bit, checked on every call), laid back out as (tokens, H*D), rather than
+back through the identity q_proj: its transpose dq @ I equals dq only for finite, normal dq (an
+overflowed fp16 gradient, fp16 dy ~300 on rows of rms 1e-4, turns into inf * 0 = NaN across its
+row, measured; the bf16 GEMM flushes subnormals), and the scaffolding must not add to what is
+measured. A q_norm weight that `fit_weight` tiled over the heads gets its gradient summed back over
+them. Under autograd the hooks hand the rest of the attention q_norm's and k_norm's outputs
+detached (the same values), so no graph is kept beyond them. Modules are built outside inference
+mode, so the cached ones serve both passes.
+
 The RMSNorm classes carry `use_kernel_forward_from_hub`, which swaps in a hub kernel only when the
 `kernels` package is installed and a model is explicitly kernelized; neither happens here, and
 HF_HUB_OFFLINE is set in the worker so that nothing can try to download.
@@ -60,6 +73,7 @@ import torch  # noqa: E402  (only ever imported inside the torch worker)
 from normdiff.cases.model import CaseInputs  # noqa: E402
 from normdiff.harness.data.contracts import Contract  # noqa: E402
 from normdiff.harness.data.ops import OPS  # noqa: E402
+from normdiff.implementations.frameworks.torch import autograd_vjp, fold  # noqa: E402
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch  # noqa: E402
 from normdiff.implementations.hf_families import (  # noqa: E402
     ATTENTION, FAMILIES, FLOAT32_FUNCTION, MODULE, ROTARY_ATTENTION, Family)
@@ -159,27 +173,84 @@ class FamilyAdapter:
 
     def module(self, key: tuple, make) -> torch.nn.Module:
         if key not in self.modules:
-            self.modules[key] = make()
+            # built outside inference mode even when the forward's first call comes from inside it:
+            # parameters made there would be inference tensors, which autograd cannot use
+            with torch.inference_mode(False):
+                self.modules[key] = make()
         return self.modules[key]
 
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
+        a = self.arrays(op, inputs)
+        with torch.inference_mode():
+            return self.forward(op, contract, a, inputs.num_heads)
+
+    def backward(self, op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, torch.Tensor]:
+        """J^T dy of the very computation `__call__` makes, through torch's autograd:
+        {"x", "weight", "gate"} for those the op takes (never "positions"), each in the dtype
+        autograd gives (the case's). x (and the gate) are fresh leaves with the case's bits; the
+        weight's gradient is the real parameter's (the norm's, or the attention's q_norm.weight: only
+        q_norm's output is differentiated, so k_norm and the rest of the attention contribute
+        nothing), summed back to the case weight's shape where `fit_weight` tiled it. Through the
+        attention, x's gradient is q_norm's input's (which is x bit for bit, checked), mapped back to
+        (tokens, H*D) by `by_token`: what the identity q_proj's transpose would give wherever it is
+        exact (`qk_norm` says where it is not)."""
+        a = self.arrays(op, inputs)
+        tokens = a["x"].shape[0]
+        attended = self.family.ops()[op].how in (ATTENTION, ROTARY_ATTENTION)
+        q_input = {} if attended else None
+        leaves = {}  # in the operands' order
+        for name, t in a.items():
+            if not t.is_floating_point():
+                continue
+            if name == "weight":  # the case weight is copied into the real parameter: its gradient
+                leaves[name] = self.weight_parameter(op, contract, a["x"], inputs.num_heads)
+            elif name == "x" and attended:
+                leaves[name] = None  # q_norm's input, made a leaf during the forward
+            else:
+                leaves[name] = a[name] = t.clone().requires_grad_(True)
+
+        def run() -> torch.Tensor:
+            y = self.forward(op, contract, a, inputs.num_heads, q_input)
+            if attended:
+                leaves["x"] = q_input["leaf"]
+            return y
+
+        grads = autograd_vjp(run, leaves, dy)
+        if attended:
+            grads["x"] = self.by_token(grads["x"], tokens)
+        if "weight" in grads:
+            grads["weight"] = fold(grads["weight"], a["weight"].shape)
+        return grads
+
+    def arrays(self, op: str, inputs: CaseInputs) -> dict[str, torch.Tensor]:
         if op not in self.family.ops():
             raise ValueError(f"transformers' {self.family.convention} has no {op}")
-        a = {name: to_torch(array) for name, array in inputs.arrays.items()}
+        return {name: to_torch(array) for name, array in inputs.arrays.items()}
+
+    def forward(self, op: str, contract: Contract, a: dict[str, torch.Tensor], heads: int,
+                q_input: dict | None = None) -> torch.Tensor:
+        """The op on the case's tensors, through the family's real code (the one path of both
+        `__call__`, under inference_mode, and `backward`, under autograd; `q_input`: `qk_norm`'s)."""
         how = self.family.ops()[op].how
-        with torch.inference_mode():
-            if how == FLOAT32_FUNCTION:  # as the delta rule calls l2norm: on float32 q / k
-                return self.part(op)(a["x"].float(), dim=-1, eps=contract.eps).to(a["x"].dtype)
-            if how == ATTENTION:
-                return self.qk_norm(a["x"], a["weight"], inputs.num_heads, contract.eps)
-            if how == ROTARY_ATTENTION:
-                return self.qk_norm_rope(a["x"], a["weight"], a["positions"], inputs.num_heads,
-                                         contract.eps, contract.rope_theta)
-            if how != MODULE:
-                raise ValueError(f"{self.family.convention}'s {op} is called as {how!r}, which hf.py does not know")
-            norm = self.norm(op, a["x"].shape[-1], contract.eps, a["x"].dtype)
+        if how == FLOAT32_FUNCTION:  # as the delta rule calls l2norm: on float32 q / k
+            return self.part(op)(a["x"].float(), dim=-1, eps=contract.eps).to(a["x"].dtype)
+        if how == ATTENTION:
+            return self.qk_norm(a["x"], a["weight"], heads, contract.eps, q_input=q_input)
+        if how == ROTARY_ATTENTION:
+            return self.qk_norm_rope(a["x"], a["weight"], a["positions"], heads, contract.eps,
+                                     contract.rope_theta, q_input)
+        if how != MODULE:
+            raise ValueError(f"{self.family.convention}'s {op} is called as {how!r}, which hf.py does not know")
+        norm = self.norm(op, a["x"].shape[-1], contract.eps, a["x"].dtype)
+        with torch.no_grad():
             norm.weight.copy_(a["weight"])
-            return norm(*(a[name] for name in OPS[op].module_call))
+        return norm(*(a[name] for name in OPS[op].module_call))
+
+    def weight_parameter(self, op: str, contract: Contract, x: torch.Tensor, heads: int) -> torch.nn.Parameter:
+        """The parameter `forward` copies the case weight into: the norm's weight, or q_norm's."""
+        if self.family.ops()[op].how == MODULE:
+            return self.norm(op, x.shape[-1], contract.eps, x.dtype).weight
+        return self.attention(heads, x.shape[-1] // heads, contract.eps, x.dtype).q_norm.weight
 
     def norm(self, op: str, width: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
         return self.module((op, width, eps, dtype), lambda: self.part(op)(width, eps=eps).to(dtype))
@@ -207,28 +278,48 @@ class FamilyAdapter:
         return self.module(("rotary", head_dim, theta), make)
 
     def qk_norm_rope(self, x: torch.Tensor, weight: torch.Tensor, positions: torch.Tensor, heads: int,
-                     eps: float, theta: float) -> torch.Tensor:
+                     eps: float, theta: float, q_input: dict | None = None) -> torch.Tensor:
         tokens, width = x.shape
         dim = width // heads
         if positions.numel() != tokens:
             raise ValueError(f"{positions.numel()} positions for {tokens} rows (tokens)")
         cos, sin = self.rotary(dim, theta)(x, positions.reshape(1, tokens))  # (1, tokens, D), x's dtype
-        q = self.qk_norm(x, weight, heads, eps, (cos, sin))
+        q = self.qk_norm(x, weight, heads, eps, (cos, sin), q_input)
         # as the attention continues: q_norm's output transposed to (batch, heads, tokens, D)
         q = q.view(1, tokens, heads, dim).transpose(1, 2)
         q_embed, _ = self.parts[self.family.apply_rope](q, q, cos, sin)
         return q_embed.transpose(1, 2).reshape(tokens, width)
 
     def qk_norm(self, x: torch.Tensor, weight: torch.Tensor, heads: int, eps: float,
-                position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+                q_input: dict | None = None) -> torch.Tensor:
+        """q_norm's output, hooked in the real attention, as (tokens, H*D). With `q_input` (a dict,
+        for the backward pass) q_norm's input is made a fresh leaf of the same values, stored there
+        under "leaf": the gradient is taken from q_norm's input, not back through the identity
+        q_proj, whose transpose would turn an overflowed (inf) gradient into inf * 0 = NaN across
+        the row (and the bf16 GEMM flushes subnormal gradients); neither is the layer's doing."""
         tokens, width = x.shape
         attention = self.attention(heads, width // heads, eps, x.dtype)
-        for norm in (attention.q_norm, attention.k_norm):
-            norm.weight.copy_(fit_weight(weight, norm.weight, heads))
+        with torch.no_grad():
+            for norm in (attention.q_norm, attention.k_norm):
+                norm.weight.copy_(fit_weight(weight, norm.weight, heads))
         seen = {}
-        hooks = [getattr(attention, name).register_forward_hook(
-                     lambda _m, args, out, name=name: seen.__setitem__(name, (args[0], out)))
-                 for name in ("q_norm", "k_norm")]
+
+        def hook(name):
+            def capture(_module, args, out):
+                seen[name] = (args[0], out)
+                # under autograd (backward) the rest of the attention gets the same values detached:
+                # only q_norm's output is differentiated, so nothing after it needs to keep a graph
+                return out.detach() if torch.is_grad_enabled() else None
+            return capture
+
+        def as_leaf(_module, args):
+            q_input["leaf"] = args[0].detach().requires_grad_(True)
+            return (q_input["leaf"], *args[1:])
+
+        hooks = [getattr(attention, name).register_forward_hook(hook(name)) for name in ("q_norm", "k_norm")]
+        if q_input is not None:
+            hooks.append(attention.q_norm.register_forward_pre_hook(as_leaf))
         try:
             attention(hidden_states=x.view(1, tokens, width),
                       position_embeddings=position_embeddings or position_zero(tokens, width // heads, x.dtype),

@@ -14,6 +14,11 @@ float32 constant per (head_dim, theta), correctly rounded as the contract define
 XLA's float32 pow is not), cos / sin in XLA float32 rounded to the input dtype, then the two
 products and their sum each rounded to the input dtype.
 
+Backward (`backward`): jax.vjp of this very forward, with respect to x, the weight and the gate,
+jitted like the forward (one function per static key, eps and the offset traced, rows padded); every
+gradient in the case dtype. The section before `backward` says what JAX's differentiation does at
+the casts, and why its padding (not the forward's zeros) leaves dw exact.
+
 Known differences from numpy_own. In float32 they leave ~36% of outputs an ulp or so apart (all
 within 5 ulp of the oracle); in bf16/fp16 outputs are bit-identical on >= 99.99% of elements:
   * XLA CPU's rsqrt is not correctly rounded, and XLA rewrites 1 / sqrt into it: it differs from
@@ -82,6 +87,35 @@ def _round(v, dtype):
     """float32 `v` rounded to `dtype` (ties to even), kept as float32."""
     if dtype == jnp.float32:
         return v
+    return _rounded(v, dtype)
+
+
+# The derivative of a rounding is taken as 1 (as autograd takes a .to(dtype)), and its cotangent is
+# rounded to `dtype` in turn: the transpose of the float32 -> dtype -> float32 round trip this
+# emulates, so every gradient flowing into a value the forward holds in `dtype` is a `dtype` value,
+# as in a pipeline that stores that value in `dtype`. Without this rule JAX would differentiate the
+# steps of `_cast` itself, which goes wrong in float16 in two ways: reduce_precision's transpose
+# flushes subnormal cotangents to zero (measured: 230-580 fp16 ulp errors in dx and dw with dy ~ 1e-4,
+# the "tiny" gradient regime, on the Llama-cast conventions), and jnp.round's derivative is zero, so
+# an element whose forward value is a float16 subnormal would pass no gradient at all. The forward
+# value is unchanged: custom_vjp only replaces the derivative.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _rounded(v, dtype):
+    return _cast(v, dtype)
+
+
+def _rounded_fwd(v, dtype):
+    return _cast(v, dtype), None
+
+
+def _rounded_bwd(dtype, _, ct):
+    return (_cast(ct, dtype),)
+
+
+_rounded.defvjp(_rounded_fwd, _rounded_bwd)
+
+
+def _cast(v, dtype):
     fi = jnp.finfo(dtype)
     r = lax.reduce_precision(v, exponent_bits=fi.nexp, mantissa_bits=fi.nmant)
     if fi.nexp < 8:  # reduce_precision flushes float16 subnormals to zero: round those by hand
@@ -229,17 +263,14 @@ def _pad(a: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
-def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
+def _operands(inputs: CaseInputs, n: int, rows: int, pad) -> dict[str, np.ndarray]:
+    """The arrays as `_forward` takes them: x and the gate as (rows, width), padded by `pad`; the
+    weight as it is; positions flat int32 (padded with zeros), checked."""
     a = inputs.arrays
     x = np.asarray(a["x"])
-    dtype = x.dtype
-    n = int(np.prod(x.shape[:-1], dtype=np.int64))
-    if n == 0:
-        return np.empty(x.shape, dtype)
-    rows = padded_rows(n)
-    arrays = {"x": _pad(x.reshape(n, x.shape[-1]), rows)}
+    arrays = {"x": pad(x.reshape(n, x.shape[-1]), rows)}
     if "gate" in a:
-        arrays["gate"] = _pad(np.asarray(a["gate"]).reshape(n, x.shape[-1]), rows)
+        arrays["gate"] = pad(np.asarray(a["gate"]).reshape(n, x.shape[-1]), rows)
     if "weight" in a:
         arrays["weight"] = np.asarray(a["weight"])
     if "positions" in a:
@@ -249,10 +280,118 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
         if positions.size and np.abs(positions).max() >= MAX_EXACT_POSITION:
             raise ValueError("RoPE positions must be below 2^24 (exact in float32)")
         arrays["positions"] = _pad(positions.astype(np.int32), rows)  # JAX's default int width
+    return arrays
+
+
+def _scalars(contract: Contract, dtype) -> tuple:
     # the offset twice: rounded once to float32 and once to the input dtype (held in float32), as
     # numpy_own's _F32(offset) and weight.dtype.type(offset) do
     offset = contract.weight_offset
-    out = jitted(contract, inputs.num_heads)(
-        arrays, np.float32(contract.eps), np.float32(offset),
-        np.float32(np.asarray(offset, dtype)))
+    return np.float32(contract.eps), np.float32(offset), np.float32(np.asarray(offset, dtype))
+
+
+def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
+    x = np.asarray(inputs.arrays["x"])
+    dtype = x.dtype
+    n = int(np.prod(x.shape[:-1], dtype=np.int64))
+    if n == 0:
+        return np.empty(x.shape, dtype)
+    rows = padded_rows(n)
+    arrays = _operands(inputs, n, rows, _pad)
+    out = jitted(contract, inputs.num_heads)(arrays, *_scalars(contract, dtype))
     return np.array(np.asarray(out)[:n]).reshape(x.shape)  # a writable copy, padding dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward pass: jax.vjp of the very `_forward` that `run` jits (same knobs, same casts, the
+# same traced eps and offsets), with respect to its float operands x, weight and gate (positions
+# are integers: no gradient). Compiled once per static key, like the forward, and per shape and
+# dtype; rows are padded to a power of two as in `run`, so different batch sizes share programs.
+#
+# What JAX's differentiation gives, dtype by dtype: every gradient in its operand's dtype (the
+# case dtype): dx, dw and dgate come back from the float32 computation through the transpose of
+# the forward's `.astype(float32)`, i.e. rounded once to the case dtype (float32: no rounding). A
+# per-head weight tiled across the row gets the transpose of jnp.tile: its gradient summed over
+# the heads (in float32, before that rounding). The forward's roundings to the input dtype
+# (`_round`: the Llama cast, RoPE's products) round the cotangent in turn (see `_rounded`).
+#
+# Why the padding cannot change dw (or anything kept): rows are independent, so padded rows only
+# reach the weight's gradient, a sum over rows of (the cotangent at the weight's product) x (the
+# forward value it multiplies). dy is padded with zero rows, so that cotangent is exactly 0 in
+# padded rows through every stage (the gate, RoPE's rotation, the roundings: 0 times a finite
+# number, rounded, is 0), and each padded row adds an exact 0 to the float32 sum - provided the
+# padded rows' forward values are finite, since 0 x NaN = NaN. Zero rows (the forward's padding)
+# are not enough for that: with eps_placement "none", eps_scale "max_square" or eps = 0 a zero row
+# normalises to 0/0 = NaN and would turn all of dw into NaN. So x is padded with rows of
+# alternating +1 / -1 (a span that is not constant and not zero: every statistic, the variance
+# included, is positive; exact in every dtype) and the gate with ones (so a gate applied before the
+# norm does not zero them); the padded rows' dx and dgate are sliced off. (A zero contribution can
+# still move XLA's summation tree, i.e. which real terms are added together first: padding leaves
+# the exact sum unchanged, not necessarily its float32 rounding.)
+
+_JITTED_BACKWARD: dict[tuple, object] = {}
+
+
+def _backward(arrays, dy, eps, offset_f32, offset_in, *, c: Contract, heads: int, rope_heads: int = 0):
+    """J^T dy of `_forward` with respect to its float operands: {"x", "weight", "gate"}."""
+    floats = {k: v for k, v in arrays.items() if jnp.issubdtype(v.dtype, jnp.floating)}
+    ints = {k: v for k, v in arrays.items() if k not in floats}  # positions
+
+    def forward(f):
+        return _forward({**f, **ints}, eps, offset_f32, offset_in, c=c, heads=heads, rope_heads=rope_heads)
+
+    _, pull = jax.vjp(forward, floats)
+    return pull(dy)[0]
+
+
+def jitted_backward(c: Contract, num_heads: int):
+    """The jitted `_backward` for the contract's static key (the same key as `jitted`)."""
+    key = static_key(c, num_heads)
+    fn = _JITTED_BACKWARD.get(key)
+    if fn is None:
+        extra = {"rope_heads": key[2]} if len(key) > 2 else {}
+        fn = _JITTED_BACKWARD[key] = jax.jit(functools.partial(_backward, c=key[0], heads=key[1], **extra))
+    return fn
+
+
+def pad_nonzero(a: np.ndarray, rows: int) -> np.ndarray:
+    """`a` (rows first) padded to `rows` with rows of alternating +1 / -1: finite forward values in
+    the padded rows under every contract (see above)."""
+    if a.shape[0] == rows:
+        return a
+    fill = np.ones(a.shape[1:], a.dtype)
+    fill[..., 1::2] = -1
+    return np.concatenate([a, np.broadcast_to(fill, (rows - a.shape[0], *a.shape[1:]))])
+
+
+def _pad_ones(a: np.ndarray, rows: int) -> np.ndarray:
+    if a.shape[0] == rows:
+        return a
+    return np.concatenate([a, np.ones((rows - a.shape[0], *a.shape[1:]), a.dtype)])
+
+
+def backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict[str, np.ndarray]:
+    """The gradients of `run(op, contract, inputs)` for the upstream gradient `dy` (x's shape, in
+    the case dtype): {"x": dx, "weight": dw, "gate": dgate} for the float operands the case has, in
+    the operands' order, each shaped like its operand and in its dtype (the case dtype)."""
+    a = inputs.arrays
+    x = np.asarray(a["x"])
+    dtype, width = x.dtype, x.shape[-1]
+    dy = np.asarray(dy)
+    if dy.shape != x.shape:
+        raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
+    if dy.dtype != dtype:  # the cotangent of the output: the output's (the case's) dtype
+        raise ValueError(f"dy is {dy.dtype}; the output, and so dy, is {dtype}")
+    n = int(np.prod(x.shape[:-1], dtype=np.int64))
+    rows = padded_rows(n)  # n = 0 works too: one padded row, dw = 0
+    arrays = _operands(inputs, n, rows, pad_nonzero)
+    if "gate" in arrays:
+        arrays["gate"] = _pad_ones(np.asarray(a["gate"]).reshape(n, width), rows)
+    grads = jitted_backward(contract, inputs.num_heads)(
+        arrays, _pad(dy.reshape(n, width), rows), *_scalars(contract, dtype))
+    out = {}
+    for name in a:
+        if name in grads:
+            g = np.asarray(grads[name])
+            out[name] = np.array(g) if name == "weight" else np.array(g[:n]).reshape(x.shape)
+    return out

@@ -1,7 +1,11 @@
 """Own NumPy backward pass, written the way training kernels write it (Liger's and apex's fused
 RMSNorm backward, llm.c's layernorm and rmsnorm backward): inputs in the case dtype, every step in float32.
 
-    backward(op, contract, inputs, dy, dw_order="blocked") -> {"x": dx, "weight": dw, "gate": dgate}
+    backward(op, contract, inputs, dy, dw_order="blocked", bug="", exact=False)
+        -> {"x": dx, "weight": dw, "gate": dgate}
+    run_backward(op, contract, inputs, dy)  the correct backward, dw_order "blocked" (the registry's)
+    mutant(bug)                             an adapter (op, contract, inputs, dy) -> the same dict,
+                                            computing backward pass bug `bug` (below)
 
 (the keys of the differentiable operands the op takes; positions get none). What it computes, in
 float32, per normalised span of n (a head, or the whole row; `contract.scope`):
@@ -39,6 +43,43 @@ float32, per normalised span of n (a head, or the whole row; `contract.scope`):
         casts dw to a bf16 weight's dtype, as Liger's .to(W.dtype) then does, adds one rounding).
   dgate returned in the input dtype (one rounding).
 
+exact=True: the same formula (the correct one, or the bug's) in float64 with no rounding at all: x,
+dy, the weight and the gate taken as float64 values, every step and every sum (the dw order's too)
+in float64, RoPE's cos / sin of the float32 angles in float64, no cast point (u, offset + w, the
+pre-gate value and the outputs are not rounded to the input dtype), and the outputs returned in
+float64. For bug "" it is the exact VJP (harness/engine/vjp.py) up to float64 rounding; for a bug,
+the bug's own exact output, which diagnosis compares a user's gradients with. A bug that is itself a
+rounding (the record's `rounding`: bwd-dw-input-dtype) has no rounding to keep here: its exact
+output is the correct one.
+
+Backward-pass bugs (`bug`, harness/data/backward_bugs.py: ids, sources, symptoms). Each is one
+`Deviation` (the table DEVIATIONS), a departure at the one step it belongs to, everything else as
+above:
+  bwd-weight-twice           dx's second term times (offset + w) once more:
+                             dx = r g - (offset + w) * x * (r^3 / n * sum(g x))
+  bwd-weight-missing         dx's g without the weight: g = dy' [* a] (dw, dgate unchanged)
+  bwd-offset-missing         dx's g with the weight but offset 0: g = dy' * w [* a]
+  bwd-offset-added           dx's g with offset 1: g = dy' * (1 + w) [* a]
+                             (these three: the Llama cast rounds the wrong scale as it rounds the
+                             right one; the weight-twice factor is dx's own scale)
+  bwd-dw-input-dtype         dw's running sums (within blocks and across the partials, or the one
+                             running sum of "sequential") held in the input dtype: each add done in
+                             float32 from the accumulator's value and the float32 term, rounded to
+                             the dtype (a no-op deviation for float32; only the running-sum orders
+                             "sequential" and "blocked" have it: the others raise ValueError)
+  bwd-dw-one-block           dw summed over the first BLOCK_ROWS (row, head) rows only, in dw_order
+                             (with "blocked": the first block's partial sum, the others dropped)
+  bwd-saved-var              r read as stat + eps (the saved variance), in dx and u (so dw) alike;
+                             the second term's coefficient r^3 / n of that r
+  bwd-projection-dropped,    dx = r g (no second term)
+  bwd-l2-projection-dropped
+  bwd-eps-outside            r = 1 / (sqrt(stat) + eps), coefficient r^3 / n of it, in dx and u
+  bwd-gate-sigmoid-grad      dgate = dy * v * s (1 - s) (sigmoid' in place of silu')
+  bwd-rope-not-transposed    dy' = R dy = dy * cos + rotate_half(dy) * sin (R for R^T)
+A bug's deviation applies to whatever contract it is given; it corrupts the outputs its record
+names on the op@convention the record names (elsewhere it may be no deviation: an offset of 1
+added where the convention's is 1 already).
+
 Contracts: every knob value some convention's contract uses (harness/data/conventions.py); a knob
 value none uses (eps outside the root, a scaled eps, the variance statistic, statistics or offset in
 the input dtype, the inverted rsqrt, a sigmoid gate, the gate before the norm, RoPE before the norm)
@@ -47,10 +88,13 @@ is given (a weight, a gate, positions), never the op's name.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
+from normdiff.harness.data.errors import unknown
 from normdiff.harness.data.rope import angles as rope_angles
 
 if TYPE_CHECKING:
@@ -58,6 +102,7 @@ if TYPE_CHECKING:
     from normdiff.harness.data.contracts import Contract
 
 _F32 = np.float32
+_F64 = np.float64
 DW_ORDERS = ("sequential", "blocked", "pairwise", "float64")
 BLOCK_ROWS = 128  # rows per partial sum of the "blocked" order
 _CHUNK_ROWS = 1024  # rows per cumulative-sum pass of the sequential order (bounds the memory)
@@ -77,6 +122,49 @@ SUPPORTED: dict[str, tuple] = {
 }
 
 
+@dataclass(frozen=True)
+class Deviation:
+    """Where a backward bug departs from the correct backward (the defaults: no departure)."""
+
+    rope_transposed: bool = True  # False: dy' = R dy, not R^T dy
+    saved: str = "rsqrt"  # "var": r read as stat + eps
+    eps_placement: str | None = None  # the backward's own placement of eps ("outside"); None: the contract's
+    dx_offset: float | None = None  # the offset of dx's scale; None: the contract's
+    dx_weight: bool = True  # False: dx's g without the weight
+    projection: bool = True  # False: dx = r g
+    projection_weight: bool = False  # True: dx's second term times dx's scale again
+    gate_grad: str = "silu"  # "sigmoid": dgate with s (1 - s)
+    dw_input_dtype: bool = False  # True: dw's running sums rounded to the input dtype (a rounding)
+    dw_rows: int | None = None  # dw over the first this many (row, head) rows only
+
+
+CORRECT = Deviation()
+DEVIATIONS: dict[str, Deviation] = {
+    "bwd-weight-twice": Deviation(projection_weight=True),
+    "bwd-weight-missing": Deviation(dx_weight=False),
+    "bwd-offset-missing": Deviation(dx_offset=0.0),
+    "bwd-offset-added": Deviation(dx_offset=1.0),
+    "bwd-dw-input-dtype": Deviation(dw_input_dtype=True),
+    "bwd-dw-one-block": Deviation(dw_rows=BLOCK_ROWS),
+    "bwd-saved-var": Deviation(saved="var"),
+    "bwd-projection-dropped": Deviation(projection=False),
+    "bwd-eps-outside": Deviation(eps_placement="outside"),
+    "bwd-gate-sigmoid-grad": Deviation(gate_grad="sigmoid"),
+    "bwd-l2-projection-dropped": Deviation(projection=False),
+    "bwd-rope-not-transposed": Deviation(rope_transposed=False),
+}
+
+
+def deviation(bug: str) -> Deviation:
+    """The Deviation of backward bug `bug` ("" the correct backward); ValueError naming the known
+    ids for any other."""
+    if bug == "":
+        return CORRECT
+    if bug not in DEVIATIONS:
+        raise ValueError(unknown("backward bug", bug, BACKWARD_BUGS))
+    return DEVIATIONS[bug]
+
+
 def check_supported(contract: Contract) -> None:
     """Raise NotImplementedError naming every knob of the contract (of those that apply to its op)
     set to a value this backward does not implement."""
@@ -89,14 +177,17 @@ def check_supported(contract: Contract) -> None:
 
 
 def backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray,
-             dw_order: str = "blocked") -> dict[str, np.ndarray]:
+             dw_order: str = "blocked", bug: str = "", exact: bool = False) -> dict[str, np.ndarray]:
     """The gradients of the op's forward (numpy_own.run) at `inputs` for the upstream gradient `dy`
     (x's shape, in the input dtype): {"x": dx (input dtype), "weight": dw (float32, the weight's
-    shape), "gate": dgate (input dtype)}, for the operands the op takes. Module docstring: how."""
+    shape), "gate": dgate (input dtype)}, for the operands the op takes; with backward pass bug
+    `bug` (a BACKWARD_BUGS id, "" none); with exact=True all three in float64, unrounded. Module
+    docstring: how."""
     if op != contract.op:
         raise ValueError(f"backward of {op!r} asked with a contract for {contract.op!r}")
     if dw_order not in DW_ORDERS:
         raise ValueError(f"dw_order must be one of {', '.join(DW_ORDERS)}; got {dw_order!r}")
+    dev = deviation(bug)
     check_supported(contract)
     a = inputs.arrays
     x = a["x"]
@@ -104,116 +195,202 @@ def backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray,
     dy = np.asarray(dy)
     if dy.shape != x.shape:
         raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
-    num_heads = inputs.num_heads
-    grad = dy.astype(_F32)
-    if "positions" in a:  # the norm, then RoPE: rotate the gradient back first
-        grad = rope_transpose(grad, a["positions"], num_heads, contract.rope_theta)
+    ft = _F64 if exact else _F32  # the working precision
 
-    xf = x.astype(_F32)
+    def cast(v: np.ndarray) -> np.ndarray:
+        """A cast point of the forward: rounded to the input dtype (none when exact)."""
+        return v if exact else v.astype(dtype).astype(_F32)
+
+    def final(v: np.ndarray) -> np.ndarray:
+        """An output in the input dtype (float64 when exact)."""
+        return v if exact else v.astype(dtype)
+
+    num_heads = inputs.num_heads
+    grad = dy.astype(ft)
+    if "positions" in a:  # the norm, then RoPE: rotate the gradient back first
+        grad = rope_transpose(grad, a["positions"], num_heads, contract.rope_theta, dev.rope_transposed)
+
+    xf = x.astype(ft)
+    width = xf.shape[-1]
     heads = num_heads if contract.scope == "head" else 1
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
-    r, coef = _saved_statistic(spans, contract)
-    u = (spans * r).reshape(xf.shape)  # the normalised value, float32
+    r, coef = _saved_statistic(spans, contract, dev)
+    u = (spans * r).reshape(xf.shape)  # the normalised value
     llama = contract.cast == "llama" and "weight" in a
     if llama:  # the forward multiplies the weight into u rounded to the input dtype
-        u = u.astype(dtype).astype(_F32)
+        u = cast(u)
 
     out: dict[str, np.ndarray] = {}
-    scale = None
+    scale = dx_scale = None
     if "weight" in a:
-        scale = a["weight"].astype(_F32) + _F32(contract.weight_offset)
-        if llama:
-            scale = scale.astype(dtype).astype(_F32)
-        if scale.shape[-1] != x.shape[-1]:  # a per-head weight, shared by every head
-            scale = np.tile(scale, x.shape[-1] // scale.shape[-1])
+        w = a["weight"].astype(ft)
+
+        def scaled(offset: float) -> np.ndarray:  # offset + w as the forward multiplies by it
+            s = w + ft(offset)
+            if llama:
+                s = cast(s)
+            return s if s.shape[-1] == width else np.tile(s, width // s.shape[-1])  # a per-head weight
+
+        scale = scaled(contract.weight_offset)
+        dx_scale = scale if dev.dx_offset is None else scaled(dev.dx_offset)
     if "gate" in a:
-        z = a["gate"].astype(_F32)
-        s = (1.0 / (1.0 + np.exp(-z))).astype(_F32)  # as numpy_own's forward computes it
+        z = a["gate"].astype(ft)
+        s = (1.0 / (1.0 + np.exp(-z))).astype(ft)  # as numpy_own's forward computes it
         act = z * s
         pre_gate = u if scale is None else u * scale
         if llama:  # the forward's product is in the input dtype
-            pre_gate = pre_gate.astype(dtype).astype(_F32)
-        out["gate"] = (grad * pre_gate * (s * (1.0 + z * (1.0 - s)))).astype(dtype)
+            pre_gate = cast(pre_gate)
+        out["gate"] = final(grad * pre_gate * _activation_grad(z, s, dev.gate_grad))
         grad = grad * act
+    grad_x = grad
     if "weight" in a:
         terms = (grad * u).reshape(-1, a["weight"].shape[-1])  # one row per (row, head) sharing w
-        out["weight"] = reduce_rows(terms, dw_order).reshape(a["weight"].shape)
-        grad = grad * scale
+        if dev.dw_rows is not None:
+            terms = terms[:dev.dw_rows]
+        acc = dtype if dev.dw_input_dtype and not exact else ft
+        out["weight"] = reduce_rows(terms, dw_order, acc).astype(ft).reshape(a["weight"].shape)
+        if dev.dx_weight:
+            grad_x = grad * dx_scale
 
-    g = grad.reshape(spans.shape)
-    dx = r * g - spans * (coef * _projection(g, spans))
-    out["x"] = dx.reshape(x.shape).astype(dtype)
+    g = grad_x.reshape(spans.shape)
+    if dev.projection:
+        second = spans * (coef * _projection(g, spans))
+        if dev.projection_weight:
+            second = dx_scale.reshape(spans.shape[-2:]) * second
+        dx = r * g - second
+    else:
+        dx = r * g
+    out["x"] = final(dx.reshape(x.shape))
     return {name: out[name] for name in a if name in out}  # the operands' order
 
 
-def _saved_statistic(spans: np.ndarray, c: Contract) -> tuple[np.ndarray, np.ndarray]:
-    """(r, coef) per span, float32: r = 1 / the denominator, as the forward computes it, and the
-    coefficient of the projection term, d(r)/d(stat) * d(stat)/dx / x: r^3 / n (mean_square), r^3
-    (sum_square); 0 where the clamp's eps branch holds (the denominator is then a constant)."""
+def run_backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict[str, np.ndarray]:
+    """The own NumPy backward as the registry calls it: correct, dw in the "blocked" order."""
+    return backward(op, contract, inputs, dy, "blocked")
+
+
+def mutant(bug: str) -> Callable[..., dict[str, np.ndarray]]:
+    """An adapter (op, contract, inputs, dy) -> backward's dict that computes backward pass bug
+    `bug` (dw_order "blocked"); ValueError naming the known ids for any other (also for "": the
+    correct adapter is run_backward)."""
+    if bug not in DEVIATIONS:
+        raise ValueError(unknown("backward bug", bug, BACKWARD_BUGS))
+
+    def adapter(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict[str, np.ndarray]:
+        return backward(op, contract, inputs, dy, "blocked", bug=bug)
+
+    adapter.__name__ = adapter.__qualname__ = f"numpy_backward_mutant[{bug}]"
+    adapter.bug = bug  # type: ignore[attr-defined]
+    return adapter
+
+
+def _saved_statistic(spans: np.ndarray, c: Contract, dev: Deviation = CORRECT) -> tuple[np.ndarray, np.ndarray]:
+    """(r, coef) per span, in spans' precision: r = 1 / the denominator, as the forward computes it,
+    and the coefficient of the projection term, d(r)/d(stat) * d(stat)/dx / x: r^3 / n
+    (mean_square), r^3 (sum_square); 0 where the clamp's eps branch holds (the denominator is then a
+    constant). A deviation's r (the saved variance, eps outside the root) gets the coefficient of
+    the same form."""
+    ft = spans.dtype.type
     n = spans.shape[-1]
     stat = (spans * spans).sum(-1, keepdims=True)
     if c.statistic == "mean_square":
-        stat = stat / _F32(n)
-    eps = _F32(c.eps)
+        stat = stat / ft(n)
+    eps = ft(c.eps)
+    placement = dev.eps_placement or c.eps_placement
     cube = lambda v: v * v * v  # noqa: E731
     with np.errstate(divide="ignore"):
-        if c.eps_placement == "inside":
+        if dev.saved == "var":  # the saved value read as r
+            r = stat + eps
+            coef = cube(r)
+        elif placement == "inside":
             r = 1.0 / np.sqrt(stat + eps)
+            coef = cube(r)
+        elif placement == "outside":
+            r = 1.0 / (np.sqrt(stat) + eps)
             coef = cube(r)
         else:  # "clamp": x / max(||x||, eps)
             root = np.sqrt(stat)
             r = 1.0 / np.maximum(root, eps)
-            coef = np.where(root >= eps, cube(r), _F32(0.0))
+            coef = np.where(root >= eps, cube(r), ft(0.0))
     if c.statistic == "mean_square":
-        coef = coef / _F32(n)
+        coef = coef / ft(n)
     return r, coef
 
 
+def _activation_grad(z: np.ndarray, s: np.ndarray, kind: str) -> np.ndarray:
+    """silu'(z) = s (1 + z (1 - s)), or (a bug's) sigmoid'(z) = s (1 - s); s = sigmoid(z)."""
+    if kind == "sigmoid":
+        return s * (1.0 - s)
+    return s * (1.0 + z * (1.0 - s))
+
+
 def _projection(g: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """sum(g * x) over each span, float32 (np.sum over the contiguous last axis: pairwise)."""
+    """sum(g * x) over each span (np.sum over the contiguous last axis: pairwise)."""
     return (g * spans).sum(-1, keepdims=True)
 
 
-def rope_transpose(g: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
-    """R^T g in float32 for the rotate_half RoPE R of the forward: per head of D, with c, s the
-    float32 cos / sin of the forward's float32 angles,
-        out[:D/2] = g[:D/2] * c + g[D/2:] * s,    out[D/2:] = g[D/2:] * c - g[:D/2] * s."""
+def rope_transpose(g: np.ndarray, positions: np.ndarray, num_heads: int, theta: float,
+                   transposed: bool = True) -> np.ndarray:
+    """R^T g in g's precision (float32, or float64 when exact) for the rotate_half RoPE R of the
+    forward: per head of D, with c, s the cos / sin of the forward's float32 angles (correctly
+    rounded to g's precision),
+        out[:D/2] = g[:D/2] * c + g[D/2:] * s,    out[D/2:] = g[D/2:] * c - g[:D/2] * s;
+    transposed=False (bwd-rope-not-transposed) R g, the same with -s."""
     dim = g.shape[-1] // num_heads
     heads = g.reshape(-1, num_heads, dim)
     theta_angles = rope_angles(positions, dim, theta).astype(np.float64)[:, None, :]  # (tokens, 1, D/2)
     if theta_angles.shape[0] != heads.shape[0]:
         raise ValueError(f"{theta_angles.shape[0]} positions for {heads.shape[0]} rows")
-    cos, sin = np.cos(theta_angles).astype(_F32), np.sin(theta_angles).astype(_F32)
+    cos, sin = np.cos(theta_angles).astype(g.dtype), np.sin(theta_angles).astype(g.dtype)
+    if not transposed:
+        sin = -sin
     half = dim // 2
     lo, hi = heads[..., :half], heads[..., half:]
     out = np.concatenate([lo * cos + hi * sin, hi * cos - lo * sin], axis=-1)
     return out.reshape(g.shape)
 
 
-def reduce_rows(terms: np.ndarray, order: str) -> np.ndarray:
-    """The float32 sum over axis 0 of float32 (rows, n) `terms`, in reduction order `order`."""
-    terms = np.asarray(terms, dtype=_F32)
+def reduce_rows(terms: np.ndarray, order: str, dtype=_F32) -> np.ndarray:
+    """The sum over axis 0 of (rows, n) `terms`, in reduction order `order`, accumulated in `dtype`:
+    float32 (float32 terms; the "float64" order sums them in float64 and rounds once), float64 (the
+    exact mode: float64 terms, every order in float64, no rounding to float32), or a low-precision
+    dtype (bf16 / fp16, bwd-dw-input-dtype: float32 terms, each add of the running sums done in
+    float32 and rounded to the dtype; "sequential" and "blocked" only). Returned in `dtype`."""
+    dtype = np.dtype(dtype)
+    wide = dtype in (np.float32, np.float64)
+    terms = np.asarray(terms, dtype=dtype if wide else _F32)
     rows, width = terms.shape
+    if order not in DW_ORDERS:
+        raise ValueError(f"dw_order must be one of {', '.join(DW_ORDERS)}; got {order!r}")
+    if not wide and order not in ("sequential", "blocked"):
+        raise ValueError(f"a {dtype.name} accumulator has only the running-sum orders sequential and "
+                         f"blocked; got {order!r}")
     if order == "float64":
-        return terms.astype(np.float64).sum(axis=0).astype(_F32)
+        return terms.astype(np.float64).sum(axis=0).astype(dtype)
     if order == "pairwise":  # along the contiguous axis, where numpy sums pairwise
-        return np.ascontiguousarray(terms.T).sum(axis=-1, dtype=_F32)
+        return np.ascontiguousarray(terms.T).sum(axis=-1, dtype=dtype)
     if order == "sequential":
-        return _sequential(terms, np.zeros(width, dtype=_F32))
-    if order == "blocked":
-        blocks = -(-rows // BLOCK_ROWS)
-        padded = np.zeros((blocks * BLOCK_ROWS, width), dtype=_F32)  # + 0 is exact
-        padded[:rows] = terms
-        partials = np.cumsum(padded.reshape(blocks, BLOCK_ROWS, width), axis=1, dtype=_F32)[:, -1]
-        return _sequential(partials, np.zeros(width, dtype=_F32))
-    raise ValueError(f"dw_order must be one of {', '.join(DW_ORDERS)}; got {order!r}")
+        return _sequential(terms, np.zeros(width, dtype=dtype))
+    blocks = -(-rows // BLOCK_ROWS)  # "blocked"
+    padded = np.zeros((blocks * BLOCK_ROWS, width), dtype=terms.dtype)  # + 0 is exact
+    padded[:rows] = terms
+    # each block's running sum (the blocks side by side), then the partials' running sum
+    partials = _sequential(padded.reshape(blocks, BLOCK_ROWS, width).swapaxes(0, 1),
+                           np.zeros((blocks, width), dtype=dtype))
+    return _sequential(partials, np.zeros(width, dtype=dtype))
 
 
 def _sequential(terms: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """acc + terms[0] + terms[1] + ... in float32, strictly left to right (np.cumsum is a running
-    sum), chunked so that the running sums of at most _CHUNK_ROWS rows are held at once."""
-    for start in range(0, terms.shape[0], _CHUNK_ROWS):
-        chunk = terms[start:start + _CHUNK_ROWS].copy()
-        chunk[0] += acc
-        acc = np.cumsum(chunk, axis=0, dtype=_F32)[-1]
+    """acc + terms[0] + terms[1] + ... (along axis 0) strictly left to right, each add rounded to
+    acc's dtype. float32 / float64: np.cumsum (a running sum), chunked so that the running sums of
+    at most _CHUNK_ROWS rows are held at once; a low-precision acc: row by row, each add in float32
+    from the accumulator's value, then rounded."""
+    if acc.dtype in (np.float32, np.float64):
+        for start in range(0, terms.shape[0], _CHUNK_ROWS):
+            chunk = terms[start:start + _CHUNK_ROWS].astype(acc.dtype)  # a copy
+            chunk[0] += acc
+            acc = np.cumsum(chunk, axis=0, dtype=acc.dtype)[-1]
+        return acc
+    for t in terms:
+        acc = (acc.astype(_F32) + t.astype(_F32)).astype(acc.dtype)
     return acc

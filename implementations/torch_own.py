@@ -13,12 +13,17 @@ the contract's (and numpy_own's) by an ulp at a few indices, exactly as HF's do.
 
 Only ever imported inside the torch worker, so importing torch at module level is fine.
 
-Why it imports nothing from normdiff at run time but the exact-bits conversion: `normdiff repro
---script` inlines this file's source into a standalone script (for the own torch implementation
-and every mutant) that must run with NumPy, ml_dtypes and torch alone; the inliner inlines the
-conversion function too. It reads the contract's knobs and the arrays it is given, never the op
-records. RoPE's frequencies use torch's own float32 pow on purpose, as HF does, rather than the
-correctly rounded ones of harness/data/rope.py.
+The backward pass (`backward`) is torch's autograd through the very modules and calls `run` makes
+(`prepare` and `forward` are shared; `run` calls them under inference_mode): the gradients are
+those a model built of these modules would train with, weight gradients in the weight's dtype.
+
+Why it imports nothing from normdiff at run time but the exact-bits conversion and the autograd
+helper: `normdiff repro --script` inlines this file's source into a standalone script (for the own
+torch implementation and every mutant) that must run with NumPy, ml_dtypes and torch alone; the
+inliner inlines those functions too (the helper needs nothing but them and torch). It reads the
+contract's knobs and the arrays it is given, never the op records. RoPE's frequencies use torch's
+own float32 pow on purpose, as HF does, rather than the correctly rounded ones of
+harness/data/rope.py.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn as nn
 
-from normdiff.implementations.frameworks.torch import from_numpy as to_torch
+from normdiff.implementations.frameworks.torch import autograd_vjp, from_numpy as to_torch
 
 if TYPE_CHECKING:
     from normdiff.cases.model import CaseInputs
@@ -267,7 +272,9 @@ def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) 
 _MODULES: dict[tuple, nn.Module] = {}
 
 
-def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
+def prepare(op: str, contract: Contract, inputs: CaseInputs) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """The (cached) module for the case, holding the case's weight, and the case's arrays as tensors
+    with exactly their bits: what `run` and `backward` both call `forward` with."""
     if contract.op != op:
         raise ValueError(f"contract is for {contract.op!r}, not {op!r}")
     arrays = {name: to_torch(a) for name, a in inputs.arrays.items()}
@@ -284,9 +291,30 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
     if "weight" in arrays:
         with torch.no_grad():  # same dtype on both sides, so the copy keeps the case's bits
             module.weight.copy_(arrays["weight"])
+    return module, arrays
+
+
+def forward(op: str, module: nn.Module, arrays: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The module called on the op's operands (its weight is the module's own parameter)."""
+    if op == "gated_rms_norm":
+        return module(arrays["x"], arrays["gate"])
+    if op == "qk_norm_rope":
+        return module(arrays["x"], arrays["positions"])
+    return module(arrays["x"])
+
+
+def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
+    module, arrays = prepare(op, contract, inputs)
     with torch.inference_mode():
-        if op == "gated_rms_norm":
-            return module(x, arrays["gate"])
-        if op == "qk_norm_rope":
-            return module(x, arrays["positions"])
-        return module(x)
+        return forward(op, module, arrays)
+
+
+def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, torch.Tensor]:
+    """J^T dy of `run`'s very computation, through torch's autograd: {"x", "weight", "gate"} for
+    those the op takes (never "positions"). x and gate are fresh leaves with the case's bits; the
+    weight's gradient is the parameter's (in its dtype, the case's; a per-head weight shared by the
+    heads, or tiled over a full-vector norm by broadcasting, gets the sum over them from autograd)."""
+    module, arrays = prepare(op, contract, inputs)
+    leaves = {name: module.weight if name == "weight" else t.clone().requires_grad_(True)
+              for name, t in arrays.items() if t.is_floating_point()}  # in the operands' order
+    return autograd_vjp(lambda: forward(op, module, {**arrays, **leaves}), leaves, dy)

@@ -45,6 +45,9 @@ def make_adapter(target: str, framework: str, op: str, call: str = "", init: str
     obj = _load(target)
     record, fw = OPS[op], FRAMEWORKS[framework]
     shown = target.rpartition(":")[2] or target
+    if is_explicit_backward(obj):
+        raise TypeError(f"{shown} takes the upstream gradient first: it is a backward, which runs the backward "
+                        f"pass only (--pass backward), as {record.backward_signature}")
     if fw.load_graph is not None:
         graph = fw.load_graph(obj)
         if graph is not None:
@@ -122,9 +125,13 @@ class FunctionAdapter:
                 exc.args = (f"{exc.args[0]} ({hint})",) + exc.args[1:]
             raise
 
-    def _call(self, fw: Framework, contract: Contract, inputs: CaseInputs):
-        args, kwargs = self.template.bind(_values(fw, contract, inputs))
+    def _call(self, fw: Framework, contract: Contract, inputs: CaseInputs, leaves: dict | None = None):
+        args, kwargs = self.template.bind({**_values(fw, contract, inputs), **(leaves or {})})
         return self.fn(*args, **kwargs)
+
+    def call_with(self, contract: Contract, inputs: CaseInputs, leaves: dict):
+        """The call with `leaves` (the framework's differentiable arrays) in place of those inputs."""
+        return self._call(self.framework, contract, inputs, leaves)
 
     def _hint(self, contract: Contract, inputs: CaseInputs) -> str:
         """Which --framework runs it, when another framework's arrays do (tried once)."""
@@ -162,7 +169,19 @@ class ClassAdapter:
         self.modules: dict[tuple, tuple] = {}
 
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs):
+        return self.call_with(contract, inputs, {})
+
+    def prepared(self, contract: Contract, inputs: CaseInputs) -> tuple:
+        """The module for this case, its weight loaded, and the name of its gain parameter."""
         values = _values(self.framework, contract, inputs)
+        shape = np.shape(values["x"]) if values["dim"] == values["width"] else \
+            (*np.shape(values["x"])[:-1], inputs.num_heads, values["dim"])
+        module = self._module(values, inputs.arrays, shape)
+        key = (values["dim"], values["eps"], inputs.arrays["x"].dtype.str)
+        return module, self.modules[key][1]
+
+    def call_with(self, contract: Contract, inputs: CaseInputs, leaves: dict):
+        values = {**_values(self.framework, contract, inputs), **leaves}
         x, width, span = values["x"], values["width"], values["dim"]
         heads = span != width
         if heads:  # as Qwen3Attention feeds q_norm: (..., heads, head_dim)
@@ -315,3 +334,104 @@ def probe(target: str, op: str, candidates: list[str]) -> str | None:
             return name
         ran = ran or name
     return ran
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward pass of user code
+
+# the first parameter names that make a function an explicit backward (`rms_norm_backward(dy, ...)`)
+UPSTREAM_NAMES = ("dy", "grad_output", "grad_out", "dout", "grad_y", "dy_")
+
+
+def is_explicit_backward(fn) -> bool:
+    """Whether a function takes the upstream gradient first (the op record's backward_call)."""
+    params = calls.parameters(fn) if callable(fn) and not inspect.isclass(fn) else None
+    return bool(params) and params[0].name in UPSTREAM_NAMES
+
+
+def make_backward_adapter(target: str, framework: str, op: str, call: str = "", init: str = "",
+                          weight_attr: str = "", forced: bool = False):
+    """The backward adapter of a user's target: an explicit backward (first parameter dy) called as
+    the op's backward_call, in any framework; or a forward differentiated by its framework (torch
+    autograd, a custom torch.autograd.Function's own backward included; jax.vjp)."""
+    obj = _load(target)
+    record, fw = OPS[op], FRAMEWORKS[framework]
+    shown = target.rpartition(":")[2] or target
+    if is_explicit_backward(obj):
+        return ExplicitBackward(obj, fw, record, call, shown)
+    if fw.differentiate is None:
+        raise TypeError(f"normdiff differentiates torch and JAX code; for {fw.name} give an explicit backward, "
+                        f"{record.backward_signature}")
+    forward = make_adapter(target, framework, op, call, init, weight_attr, forced)
+    if isinstance(forward, GraphAdapter):
+        raise TypeError(f"{shown} is a graph: normdiff cannot differentiate it; give an explicit backward, "
+                        f"{record.backward_signature}")
+    return DifferentiatedForward(forward, fw, record)
+
+
+class ExplicitBackward:
+    """fn(dy, <the op's call>) -> the gradients in the call's operand order (dx, dw; dx, dgate, dw
+    for the gated norm), a dict of them by name (dx / x, ...), or dx alone for an op with only x."""
+
+    def __init__(self, fn, framework: Framework, record: Op, call: str, shown: str):
+        import functools
+
+        self.fn, self.framework, self.record, self.shown = fn, framework, record, shown
+        # the call after dy binds like a forward's: by position, or by name through the aliases
+        self.template = (calls.parse(call, calls.names_for(record)) if call
+                         else calls.default_call(functools.partial(fn, None), record, shown))
+
+    def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict:
+        values = _values(self.framework, contract, inputs)
+        args, kwargs = self.template.bind(values)
+        return self.named(self.fn(self.framework.from_numpy(dy), *args, **kwargs))
+
+    def named(self, value) -> dict:
+        wanted = list(self.record.gradients.items())  # (dx, x), (dw, weight), ...
+        if isinstance(value, dict):
+            by_name = {operand: value.get(out, value.get(operand)) for out, operand in wanted}
+            return {k: v for k, v in by_name.items() if v is not None}
+        if isinstance(value, (tuple, list)):
+            if len(value) != len(wanted):
+                raise TypeError(f"{self.shown} returned {len(value)} values; {self.record.backward_signature} "
+                                f"returns {len(wanted)}")
+            return {operand: v for (_, operand), v in zip(wanted, value)}
+        if len(wanted) == 1:
+            return {"x": value}
+        raise TypeError(f"{self.shown} returned a {type(value).__name__}; {self.record.backward_signature} returns "
+                        f"a tuple of {len(wanted)}")
+
+
+class DifferentiatedForward:
+    """J^T dy of a user's forward (a function or a module class), by its framework's autograd."""
+
+    def __init__(self, forward, framework: Framework, record: Op):
+        self.forward, self.framework, self.record = forward, framework, record
+
+    def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict:
+        floats = {n: a for n, a in inputs.arrays.items() if n in self.record.gradients.values()}
+        if isinstance(self.forward, ClassAdapter):  # its gain is a parameter, not an input
+            return self._module(contract, inputs, floats, dy)
+
+        def run(leaves):
+            return self.forward.call_with(contract, inputs, leaves)
+        return self.framework.differentiate(run, floats, dy, {})
+
+    def _module(self, contract, inputs, floats, dy) -> dict:
+        weight = floats.pop("weight", None)
+        adapter = self.forward
+        module, name = adapter.prepared(contract, inputs)
+        params = {"weight": _attribute(module, name)} if weight is not None and name else {}
+
+        def run(leaves):
+            return adapter.call_with(contract, inputs, leaves)
+        grads = self.framework.differentiate(run, floats, dy, params)
+        if weight is not None and "weight" not in grads:
+            raise TypeError(f"{adapter.shown}: normdiff found no parameter to differentiate for the weight")
+        return grads
+
+
+def _attribute(module, dotted: str):
+    for part in dotted.split("."):
+        module = getattr(module, part)
+    return module

@@ -22,7 +22,7 @@ import numpy as np
 from normdiff.cases import suites
 from normdiff.cases.model import Case
 from normdiff.harness import api
-from normdiff.harness.commands import diagnosis
+from normdiff.harness.commands import backward_diagnosis, diagnosis
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
@@ -92,6 +92,33 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
 
 
+def _diagnose(outputs: dict, op: str, convention: str) -> diagnosis.Diagnosis:
+    """Forward cases against the knob search, backward ones (ids naming dy=) against the catalogued
+    backward bugs; the matches of both together, the best share first."""
+    backward = {cid: out for cid, out in outputs.items() if "/dy=" in cid}
+    forward = {cid: out for cid, out in outputs.items() if cid not in backward}
+    found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
+    if backward:
+        with np.errstate(all="ignore"):
+            matches = backward_diagnosis.diagnose(backward, op, convention)
+        found.matches = sorted(matches + found.matches, key=lambda m: -m.share)[:5]
+        found.examined = max(found.examined, min(len(backward), diagnosis.MAX_CASES))
+    return found
+
+
+def _passes(impl: Implementation, asked: str) -> str:
+    """The pass `check` runs: the one asked, narrowed to those the implementation has."""
+    if asked not in suites.PASS_CHOICES:
+        raise UsageError(f"passes must be one of {', '.join(suites.PASS_CHOICES)}; got {asked!r}")
+    has = impl.passes
+    if asked != "both" and asked not in has:
+        why = ("its first parameter is the upstream gradient dy, so it is a backward" if has == ("backward",) else
+               f"normdiff cannot differentiate {impl.framework} code: give an explicit backward whose first "
+               "parameter is dy")
+        raise UsageError(f"{impl.name} has no {asked} pass: {why}")
+    return asked if asked != "both" else (has[0] if len(has) == 1 else "both")
+
+
 def _names(given) -> tuple:
     """One name or several: `dtypes="bfloat16"` means ("bfloat16",), never its letters."""
     return (given,) if isinstance(given, str) else tuple(given or ())
@@ -105,9 +132,11 @@ def _known(what: str, asked: set, there: set, suite: str) -> None:
 
 
 def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, eps: float | None = None,
-          dtypes=(), regimes=(), keep_calling: bool = False) -> CheckResult:
+          dtypes=(), regimes=(), keep_calling: bool = False, passes: str = "both") -> CheckResult:
+    """`passes`: "forward", "backward" or "both", of those the implementation runs (an explicit
+    backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
     ((op, convention),) = impl.op_conventions
-    cases = check_suite(suite, op, convention, eps, dtypes, regimes)
+    cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     rows = report.results
     outcome = rows["outcome"].astype(str)
@@ -127,7 +156,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         result.verdict = "disagrees"
         bad = rows[disagreeing]
         outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
-        result.diagnosis = diagnosis.diagnose(outputs, op, convention) if outputs else diagnosis.Diagnosis()
+        result.diagnosis = _diagnose(outputs, op, convention)
         result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
     elif counts["error"]:
         result.verdict = "partial"

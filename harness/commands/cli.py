@@ -63,6 +63,12 @@ def _timeout_options(p) -> None:
                    "implementation's other calls (default: they are reported as not run)")
 
 
+def _pass_option(p) -> None:
+    p.add_argument("--pass", dest="passes", choices=["forward", "backward", "both"], default="both",
+                   help="which pass to judge: the forward's y, the backward's gradients (dx, dw, dgate), or both "
+                        "(default: %(default)s)")
+
+
 def _user_code_options(p, action=None, what: str = "") -> None:
     """How a user's target is called: the same flags for check, repro and each run --with."""
     extra = {"action": action} if action else {}
@@ -85,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--implementation", "-i", action="append", dest="implementations", metavar="NAME",
                      help="run only this implementation (repeatable)")
     _timeout_options(run)
+    _pass_option(run)
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
                                                              "regression baseline (JSON)")
@@ -113,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
                                                            "replays it without normdiff's runner")
     repro.add_argument("--timeout", type=_seconds, default=60.0, help="seconds the call may take (default: %(default)s)")
+    _pass_option(repro)
     check = sub.add_parser("check", help="judge your own implementation and diagnose its bug")
     check.add_argument("target", nargs="?", help="FILE.py:NAME, package.module:NAME (a function, a module class or "
                                                  "a graph factory) or FILE.onnx")
@@ -129,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME",
                        help="only the cases of this input regime (normal, tiny_rms, tiny_rms:1e-3, ...; repeatable)")
     _timeout_options(check)
+    _pass_option(check)
     check.add_argument("--out", metavar="DIR", help="also write the report folder run writes (results.csv, "
                                                     "summary.md, report.html, junit.xml)")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object (with a row per case)")
@@ -136,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("bug", nargs="?", help="bug id (normdiff list bugs)")
     explain.add_argument("--suite", default="default", help="suite whose cases are run (default: %(default)s)")
     explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
+    _pass_option(explain)
     lst = sub.add_parser("list", help="list implementations, conventions, suites, ops or bugs")
     lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs"])
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -199,14 +209,14 @@ def _run(args) -> int:
     if args.save_baseline:
         folder.check_file(args.save_baseline, "--save-baseline")
     impls = api.select(args.implementations) + _with_implementations(args.withs, args.timeout)
-    suite, base = suites.load(args.suite), None
+    suite, base = suites.for_pass(suites.load(args.suite), args.passes), None
     if args.baseline or args.save_baseline:
         from normdiff.reports import baseline
     if args.baseline:  # an unusable baseline stops the run before it starts (exit 2)
         base = baseline.load(args.baseline)
         baseline.check_suite(base, suite.name)
     try:
-        report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst",
+        report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst", passes=args.passes,
                                progress=None if args.quiet else progress_printer(), keep_calling=args.keep_calling)
     except interrupts.Interrupted as stop:
         _partial(stop, args.out)
@@ -278,6 +288,12 @@ def _repro(args) -> int:
         case, impl = repro.resolve(args.case_id, args.implementation)
     else:
         case = repro.case_for(args.case_id, args.op, args.convention)
+    if args.passes != "both" and case.pass_ != args.passes:
+        raise UsageError(f"{case.id} is a {case.pass_} case (its id {'names dy=' if case.dy else 'has no dy='}); "
+                         f"--pass {args.passes} replays only {args.passes} cases: drop --pass or give a "
+                         + ("forward case id (without dy=/out=)" if args.passes == "forward" else
+                            "backward case id (with dy=REGIME/out=dx)"))
+    if not args.implementation:
         impl = user_code_implementation(vars(args), case.op, case.convention, args.timeout)
     replay = repro.replay(case, impl, timeout=args.timeout)
     print(repro.describe(replay))
@@ -305,7 +321,7 @@ def _check(args) -> int:
         impl = user_code_implementation(vars(args), args.op, args.convention, args.timeout)
         try:
             result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
-                                 regimes=args.regimes, keep_calling=args.keep_calling)
+                                 regimes=args.regimes, keep_calling=args.keep_calling, passes=args.passes)
         except interrupts.Interrupted as stop:
             _partial(stop, args.out)
             raise
@@ -340,7 +356,7 @@ def _explain(args) -> int:
 
         folder.check_file(args.plot, "--plot")
 
-    print(explain.explain(args.bug, args.suite, args.plot) if args.bug else explain.bug_table())
+    print(explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table())
     return 0
 
 
@@ -360,9 +376,11 @@ def _list(args) -> int:
                  "contracts": {op: {"formula": k.describe(), **k.knobs()} for op, k in c.contracts.items()}}
                 for c in CONVENTIONS.values()]
     elif args.what == "bugs":
+        from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
         from normdiff.harness.data.bugs import BUGS
 
-        rows = [{"name": b.id, **b.as_dict()} for b in BUGS.values()]
+        rows = ([{"name": b.id, "pass": "forward", **b.as_dict()} for b in BUGS.values()]
+                + [{"name": b.id, "pass": "backward", **b.as_dict()} for b in BACKWARD_BUGS.values()])
     elif args.what == "ops":
         rows = [{"name": o.name, "signature": o.signature, "summary": o.summary, "inputs": list(o.inputs),
                  "knobs": list(o.knobs)} for o in OPS.values()]

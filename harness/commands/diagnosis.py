@@ -216,7 +216,8 @@ class _Examined:
 
 def diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int = 5) -> Diagnosis:
     """`outputs`: case id -> the implementation's output, for the cases where it disagrees. Outputs
-    may be Inf or NaN anywhere: NumPy's warnings about them are not the user's business."""
+    may be Inf or NaN anywhere: NumPy's warnings about them are not the user's business. (Backward
+    cases are backward_diagnosis.py's; check.py hands each pass its own.)"""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return _diagnose(outputs, op, convention, top)

@@ -12,6 +12,7 @@ import numpy as np
 from normdiff.cases import suites
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
+from normdiff.harness.data.backward_bugs import BACKWARD_BUGS, BackwardBug
 from normdiff.harness.data.bugs import BUGS, Bug, get_bug
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING
@@ -22,25 +23,34 @@ SWEEP_DTYPES = ("float32", "bfloat16")
 
 
 def bug_table() -> str:
-    width = max(len(b) for b in BUGS)
-    lines = [f"{'bug':<{width}}  {'op@convention':<26} symptom"]
-    lines += [f"{b.id:<{width}}  {b.op + '@' + b.convention:<26} {b.symptom}" for b in BUGS.values()]
+    every = {**BUGS, **BACKWARD_BUGS}
+    width = max(len(b) for b in every)
+    lines = [f"{'bug':<{width}}  {'op@convention':<26} {'pass':<9} symptom"]
+    lines += [f"{b.id:<{width}}  {b.op + '@' + b.convention:<26} {'backward' if b.id in BACKWARD_BUGS else 'forward':<9} "
+              f"{b.symptom}" for b in every.values()]
     lines.append("\nnormdiff explain BUG shows one with measured numbers.")
     return "\n".join(lines)
 
 
-def run_bug(bug: Bug, suite: str = "default"):
-    """The mutant's report over the suite's cases of the bug's (op, convention), outputs kept."""
-    full = suites.load(suite)
-    cases = tuple(c for c in full.cases if (c.op, c.convention) == (bug.op, bug.convention))
+def run_bug(bug: Bug | BackwardBug, suite: str = "default", passes: str = "both"):
+    """The mutant's report over the suite's cases of the bug's (op, convention) and of the pass it
+    corrupts (a backward bug: the backward cases of the outputs it corrupts), outputs kept."""
+    full = suites.for_pass(suites.load(suite), passes)
+    backward = isinstance(bug, BackwardBug)
+    cases = tuple(c for c in full.cases if (c.op, c.convention) == (bug.op, bug.convention)
+                  and (c.output in bug.outputs if backward else c.pass_ == "forward"))
     if not cases:
-        raise UsageError(f"suite {suite!r} has no {bug.op}@{bug.convention} cases to run {bug.id} on")
+        what = f"backward {'/'.join(bug.outputs)}" if backward else "forward"
+        raise UsageError(f"suite {suite!r} has no {what} {bug.op}@{bug.convention} cases to run {bug.id} on"
+                         + (f" with --pass {passes}" if passes != "both" else ""))
     return api.run_suite(Suite(full.name, full.description, cases), [registry.get(bug.id)], keep_outputs=True)
 
 
-def explain(bug_id: str, suite: str = "default", plot: str | None = None) -> str:
+def explain(bug_id: str, suite: str = "default", plot: str | None = None, passes: str = "both") -> str:
+    if bug_id in BACKWARD_BUGS:
+        return explain_backward(BACKWARD_BUGS[bug_id], suite, passes)
     bug = get_bug(bug_id)
-    report = run_bug(bug, suite)
+    report = run_bug(bug, suite, passes)
     rows = report.results
     caught = rows[rows["outcome"].isin(DISAGREEING)]
     typical = rows[rows["regime"] == "normal"]
@@ -72,6 +82,33 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None) -> str
         sweep = rms_sweep(bug, report.cases) if "tiny_rms" in bug.exposing_regimes else None
         plot_bug(f"{bug.id}: {bug.op}@{bug.convention}", sweep, per_regime(rows), plot)
         lines.append(f"plot written to {plot}")
+    return "\n".join(lines)
+
+
+def explain_backward(bug: BackwardBug, suite: str = "default", passes: str = "both") -> str:
+    """The teaching view of a backward bug: how plausible its gradients look (cosine to the exact
+    VJP, their scale against it), where they are caught and by how much."""
+    report = run_bug(bug, suite, passes)
+    rows = report.results
+    caught = rows[rows["outcome"].isin(DISAGREEING)]
+    lines = [f"{bug.id}: {bug.symptom}", f"  backward of {bug.op} under convention {bug.convention}; corrupts "
+             f"{', '.join(bug.outputs)} in {', '.join(bug.dtypes)}", "", f"  wrong: {bug.formula}", ""]
+    for output, of in rows.groupby("output"):
+        lines.append(f"  {output}: cosine to the exact gradient {of['cosine'].min():.6f}-{of['cosine'].max():.6f}, "
+                     f"scale (rms ratio) {of['rms_ratio'].min():.3g}-{of['rms_ratio'].max():.3g}, torch.testing."
+                     f"assert_close passes {int(of['assert_close'].astype(bool).sum())}/{len(of)}; caught on "
+                     f"{int(of['outcome'].isin(DISAGREEING).sum())}/{len(of)}")
+    if len(caught):
+        worst = caught.sort_values("rel_l2", ascending=False).iloc[0]
+        lines += ["", f"Badly wrong here: {worst['case_id']} ({worst['outcome']}, rel_l2 {worst['rel_l2']:.3g}, "
+                      f"max {worst['max_ulp']:.3g} ulp of the gradient's terms)",
+                  _side_by_side(report, worst["case_id"], bug.id), "",
+                  f"Caught by {len(caught)} of {len(rows)} backward {bug.op}@{bug.convention} cases of suite '{suite}', "
+                  f"with dy: {', '.join(sorted(caught['dy'].unique()))}"]
+        lines += [f"  {cid}" for cid in sorted(caught["case_id"])[:12]]
+    else:
+        lines.append(f"NOT caught by any backward case of suite '{suite}': the harness is blind to this bug there.")
+    lines += ["", f"Seen in: {bug.source}"]
     return "\n".join(lines)
 
 

@@ -65,7 +65,10 @@ def resolve(case_id: str, name: str) -> tuple[Case, Implementation]:
 
     case = Case.from_id(case_id)
     impl = registry.get(name)
-    if not impl.supports(case.op, case.convention):
+    if impl.supports(case.op, case.convention) or impl.supports(case.op, case.convention, "backward"):
+        if not impl.supports(case.op, case.convention, case.pass_):
+            raise UsageError(f"implementation {name!r} has no {case.pass_} pass; it runs: {', '.join(impl.passes)}")
+    else:
         pairs = ", ".join(sorted(f"{op}@{conv}" for op, conv in impl.op_conventions))
         raise UsageError(f"implementation {name!r} does not implement {case.op}@{case.convention}; it "
                          f"implements: {pairs}")
@@ -82,7 +85,7 @@ class Replay:
     row: dict  # the results.csv row
     output: np.ndarray | None
     inputs: CaseInputs
-    exact: np.ndarray  # the oracle's float64 output
+    exact: np.ndarray  # the oracle's float64 output (a backward case's: its exact gradient)
 
     @property
     def exit_code(self) -> int:
@@ -99,7 +102,12 @@ def replay(case: Case, impl: Implementation, timeout: float = 60.0) -> Replay:
                            keep_outputs=True)
     row = report.results.iloc[0].to_dict()
     inputs = case.inputs()
-    exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    if case.dy:
+        from normdiff.harness.engine.runner import prepare
+
+        exact = prepare(case, [case]).ref.exact
+    else:
+        exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
     return Replay(case, impl, row, report.outputs.get((case.id, impl.name)), inputs, exact)
 
 

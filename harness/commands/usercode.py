@@ -222,8 +222,35 @@ def user_implementation(target: str, op: str, convention: str, framework: str | 
     for flag, value in (("--call", call), ("--init", init), ("--weight-attr", weight_attr)):
         replay += [flag, value] if value else []
     how = "; ".join(f"{flag} {value}" for flag, value in (("call", call), ("init", init)) if value)
-    return Implementation(name or parsed.name, "user", fw, "normdiff.implementations.user:make_adapter",
-                          frozenset({(op, convention)}), f"{parsed.given} ({fw}{'; ' + how if how else ''})",
+    passes = target_passes(parsed, fw)
+    what = "explicit backward" if passes == ("backward",) else fw
+    return Implementation(name or parsed.name, "user", fw,
+                          "normdiff.implementations.user:make_adapter" if "forward" in passes else "",
+                          frozenset({(op, convention)}), f"{parsed.given} ({what}{'; ' + how if how else ''})",
                           params=(("target", parsed.text), ("framework", fw), ("op", op), ("call", call),
                                   ("init", init), ("weight_attr", weight_attr), ("forced", bool(framework))),
-                          replay=tuple(replay))
+                          replay=tuple(replay),
+                          backward="normdiff.implementations.user:make_backward_adapter" if "backward" in passes else "")
+
+
+def target_passes(target: Target, framework: str) -> tuple[str, ...]:
+    """The passes a target runs: an explicit backward (a function whose first parameter is dy, read
+    from its source) the backward only; a forward in a framework normdiff differentiates (torch,
+    JAX) both; any other forward the forward only. A compiled or re-exported target is taken for a
+    forward (its worker says so if its first parameter turns out to be dy)."""
+    from normdiff.implementations.user import UPSTREAM_NAMES
+
+    fw = FRAMEWORKS[framework]
+    is_class = target.attr.rpartition(".")[2][:1].isupper()  # a library's class: RMSNorm, RMSNormalization
+    if target.source is not None and target.attr and "." not in target.attr:
+        for node in _parse(target.source).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == target.attr:
+                first = (node.args.posonlyargs + node.args.args)[:1]
+                if first and first[0].arg in UPSTREAM_NAMES:
+                    return ("backward",)
+                is_class = False
+            elif isinstance(node, ast.ClassDef) and node.name == target.attr:
+                is_class = True
+    if fw.differentiate is None or (is_class and not fw.differentiates_modules):
+        return ("forward",)
+    return ("forward", "backward")

@@ -52,6 +52,38 @@ a Llama cast rounds the normalised value to the dtype before the weight multiply
 dtype's smallest normal that rounding is absolute (half the subnormal spacing), which the weight then
 scales: ULPs are counted no finer than at |weight| x the smallest normal.
 
+**Gradients** (the backward pass, `gradient_budget`) are judged at another scale: a gradient is a
+sum of terms of both signs (dx = r g - x r^3 / n sum(g x): for a random dy the sum is ~sqrt(n)
+times smaller than the sum of its terms' magnitudes), and a float32 sum errs relative to the
+magnitudes, not to the result. So ULPs are counted at S, the magnitude of the terms each gradient
+is a sum of (engine/vjp.py, `vjp(..., absolute=True)`: every product in absolute value, every
+difference a sum), which is >= |gradient|; the forward's `rotation_pair` rule is the same idea for
+one product pair. In ULPs of the case dtype at S, a correct backward's error is at most
+    rounding(dtype, op, output)  +  float32 part
+The float32 part, for every legal order of its float32 sums (sequential the worst, k = n - 1
+roundings over a span of n, R - 1 over R rows), derived in tests/implementations/
+test_numpy_backward.py (its module docstring; there for numpy's own order, here with k = n):
+  dx     the saved 1/rms r is off by gamma_{n+3} / 2 + gamma_2 (the forward's statistic), and enters
+         the projection term cubed; that term's sum over the span adds gamma_n of sum|g x|; the
+         products and the difference a few u: (2.5 n + 36) u32 relative to S.
+  dw     each row's term dy' u carries u's error (n / 2 + 8 u32), and the sum over the R rows (and
+         heads, for a shared per-head weight) gamma_R: (R + n / 2 + 8) u32.
+  dgate  v = u (offset + w) carries u's error, silu' = s (1 + z (1 - s)) in float32 with exp within
+         4 ulp a dozen u: (n / 2 + 16) u32.
+converted to ULPs of the dtype as the forward's reduction is (/ u_dtype), plus the forward chain's
+float32 constant (its rsqrt and products) for float32. The dtype roundings (bf16 / fp16; none in a
+float32 pipeline) are each at most one ULP at S (a relative u of one term of S): the output's final
+rounding; for dx the gradient reaching the norm g = dy (offset + w) formed in the dtype (autograd of
+a bf16 product) and the scale offset + w rounded to it (the Llama cast multiplies by it); for dw the
+normalised value u as the forward rounded it (the Llama cast saves a bf16 u), the product dy u in
+the dtype and the final rounding; for dgate the forward's two roundings of v, the product with dy,
+silu' and the final one; RoPE's transpose in the dtype adds three (cos and sin rounded, two
+products, their sum), a gate's activation in the dtype two (a rounded, the product g a).
+The own float32 NumPy backward lands at 4.95 float32 ULPs at S (tests/implementations/
+test_numpy_backward.py, numpy's pairwise sums); the dx budget is 364 at n = 128 and 10284 at 4096
+in float32 (a relative 6e-4 of S), 3.0 / 3.2 in bf16: the backward bugs are O(1) relative errors of
+one term (tests/implementations/test_backward_mutants.py).
+
 tests/harness/data/test_budgets.py checks these in both directions: correct pipelines (every
 reduction order, the Llama cast on subnormals with large gains) within, catalogued bugs outside.
 """
@@ -91,6 +123,37 @@ def budget_for(dtype: str, op: str, n: int) -> float:
     return chain(dtype, op) + reduction(dtype, n)
 
 
+# A correct backward's roundings in the case dtype, each <= 1 ULP at S (module docstring):
+# output -> the count for every op, plus what RoPE's transpose and a gate's activation add
+GRADIENT_ROUNDINGS = {"dx": 3, "dw": 3, "dgate": 5}
+ROPE_ROUNDINGS, GATE_ROUNDINGS = 3, 2
+
+
+def gradient_float32_part(output: str, n: int, reduced_rows: int = 1) -> float:
+    """The float32 part of a gradient's error, relative to its scale S, in units of u32."""
+    if output == "dx":
+        return 2.5 * n + 36
+    if output == "dw":
+        return reduced_rows + n / 2 + 8
+    if output == "dgate":
+        return n / 2 + 16
+    raise UsageError(f"no budget for backward output {output!r}; known: {', '.join(GRADIENT_ROUNDINGS)}")
+
+
+def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int = 1) -> float:
+    """The ULP budget of a backward output at its scale S (module docstring): the dtype roundings a
+    correct backward may take, plus its float32 part for every legal order of its sums over the
+    span n and, for dw, over `reduced_rows` (rows x the heads that share a per-head weight)."""
+    chain(dtype, op)  # an unknown dtype says so
+    u_dtype = 2.0 ** -(MANTISSA_BITS[dtype] + 1)
+    float32 = gradient_float32_part(output, n, reduced_rows) * U32 / u_dtype
+    if dtype == "float32":
+        return CHAINS["float32"][OPS[op].rounding] + float32
+    rule = OPS[op].rounding
+    extra = ROPE_ROUNDINGS if rule == "rotation" else GATE_ROUNDINGS if rule == "three_roundings" else 0
+    return GRADIENT_ROUNDINGS[output] + extra + float32
+
+
 def budget_table() -> dict:
     """What a report records: per dtype the chain of every op ("*") and of the ops whose rule gives
     another, and the reduction allowance at the usual spans."""
@@ -102,6 +165,12 @@ def budget_table() -> dict:
     spans = (64, 128, 1024, 4096, 16384)
     return {"chains": chains,
             "reduction": {dtype: {str(n): round(reduction(dtype, n), 4) for n in spans} for dtype in CHAINS},
+            "gradients": {dtype: {out: {str(n): round(gradient_budget(dtype, "rms_norm", out, n, 64), 3)
+                                        for n in (128, 1024, 4096)} for out in GRADIENT_ROUNDINGS}
+                          for dtype in CHAINS},
+            "gradient_rule": "backward outputs: ULPs of the dtype at S, the magnitude of their terms "
+                             "(vjp absolute=True); budget = dtype roundings + float32 part (harness/data/budgets.py); "
+                             "the table's dw at 64 reduced rows",
             "rule": "budget = chain[dtype][op's rounding rule] + gamma_n / 2 / u_dtype (~ n / 2 * u32 / u_dtype), "
                     "n the normalised span (harness/data/budgets.py)"}
 

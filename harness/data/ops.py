@@ -73,8 +73,9 @@ class Op:
     `dims` is how a case's shape is written ("rows", "width") or ("rows", "num_heads", "head_dim").
     `knob_groups` are the contract knobs that apply (knobs.py). `rounding` names the ULP budget rule
     (budgets.py) and `ulp_at` where errors are counted in ULPs (engine/judge.py). `even_head_dim`:
-    the op rotates channel pairs of each head. `outputs` and `backward_call` leave room for the
-    backward pass (outputs y, dx, dw, ...)."""
+    the op rotates channel pairs of each head. Its backward pass (a case with an upstream gradient
+    dy) has one output per float operand (`gradients`: dx, dw, dgate); `backward_call` is the call
+    a user's explicit backward receives: dy first, then the forward's call."""
 
     name: str
     summary: str
@@ -87,8 +88,6 @@ class Op:
     rounding: str = "single"
     ulp_at: str = "value"
     even_head_dim: bool = False
-    outputs: tuple[str, ...] = ("y",)
-    backward_call: tuple[str, ...] | None = None
     knobs: tuple[str, ...] = field(init=False)
     # the operands whose regime a case chooses (weight, gate), in stream order: the order of their
     # parts in a case id, their suite keys and their results.csv columns
@@ -117,6 +116,26 @@ class Op:
     def signature(self) -> str:
         return f"{self.name}({', '.join(self.call)})"
 
+    @property
+    def gradients(self) -> dict[str, str]:
+        """The backward pass's outputs: output name -> the operand it is the gradient of (the float
+        operands, in operand order: dx first; integer operands such as positions get none)."""
+        return {GRADIENT_NAMES[o.name]: o.name for o in self.operands if o.dtype == "case"}
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Every output a case of this op can judge: the forward's y, then the gradients."""
+        return ("y", *self.gradients)
+
+    @property
+    def backward_call(self) -> tuple[str, ...]:
+        return ("dy", *self.call)
+
+    @property
+    def backward_signature(self) -> str:
+        grads = ", ".join(self.gradients)
+        return f"{self.name}_backward({', '.join(self.backward_call)}) -> ({grads})"
+
     def operand(self, name: str) -> Operand | None:
         return next((o for o in self.operands if o.name == name), None)
 
@@ -125,6 +144,9 @@ class Op:
 
 
 PARAMS = ("eps", "num_heads")  # the scalar parameters a call can name
+# a float operand's gradient, as the backward pass's output is named (results.csv `output`)
+GRADIENT_NAMES = {"x": "dx", "weight": "dw", "gate": "dgate"}
+PASSES = ("forward", "backward")
 HEAD_DIMS = ("rows", "num_heads", "head_dim")
 _NORM = (K.STATISTIC,)
 _WEIGHTED = (K.STATISTIC, K.WEIGHT)

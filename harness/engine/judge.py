@@ -148,15 +148,19 @@ class Reference:
         self.rows = int(np.prod(exact.shape[:-1]))
 
 
-def judge(out, ref, fmt: FloatFormat, budget: float, num_heads: int = 1, op: str = "") -> Measurement:
+def judge(out, ref, fmt: FloatFormat, budget: float, num_heads: int = 1, op: str = "",
+          operand: str = "") -> Measurement:
     """Compare `out` (any array the implementation returned) with the float64 reference (an array,
-    or a prepared `Reference`). `op` matters only for its ULP rule (`ulp_rule`)."""
+    or a prepared `Reference`). `op` matters only for its ULP rule (`ulp_rule`); `operand` is what
+    `out` is the gradient of ("" for the forward's output)."""
     if not isinstance(ref, Reference):
         ref = Reference(np.asarray(ref, dtype=np.float64), fmt, num_heads, op)
     elif op and ulp_rule(op) != ulp_rule(ref.op):  # prepared without the op's rule
         ref = Reference(ref.exact, ref.fmt, ref.num_heads, op, ref.floor)
     out = np.asarray(out)
     if out.shape != ref.exact.shape:
+        if operand:
+            return failure("error", f"wrong-shaped gradient of {operand} {out.shape}; expected {ref.exact.shape}")
         return failure("error", f"wrong-shaped output {out.shape}; expected {ref.exact.shape} (the shape of x)")
     try:
         out_fmt = format_of(out)

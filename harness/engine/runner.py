@@ -1,7 +1,10 @@
 """Run a suite over the registered implementations and collect the long results table.
 
 Plan: draw every case's inputs once (these exact bits go to every implementation and the oracle),
-evaluate the oracle, then hand each framework's work to its own worker process. Workers run
+evaluate the oracle, then hand each framework's work to its own worker process. A backward case's
+outputs (dx, dw, dgate: each a case of its own) come from one call with the upstream gradient dy,
+judged against the exact VJP at the scale of its terms (harness/data/budgets.py); its calls are
+never batched, since dw sums over the rows. Workers run
 concurrently (one thread each here, waiting on pipes), so torch and JAX import and compute side by
 side. Implementations that may batch rows get the rows of same-shaped cases concatenated into one
 call: far fewer calls and, for JAX, far fewer compilations.
@@ -23,22 +26,40 @@ from normdiff import processes
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.interrupts import as_interrupted
 from normdiff.cases.suites import Suite
-from normdiff.harness.data.budgets import budget_for
+from normdiff.harness.data.budgets import budget_for, gradient_budget
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import ROW
 from normdiff.harness.engine import judge
 from normdiff.harness.engine import oracle
 from normdiff.harness.engine.pool import Worker
+from normdiff.harness.engine.vjp import vjp
 from normdiff.implementations.entry import Implementation
 
 MAX_BATCH_ROWS = 512
 
 
 @dataclass
-class Prepared:
+class Expected:
+    """One output of a call: its case, the oracle's value prepared for the judge, and its budget."""
+
     case: Case
+    ref: judge.Reference
+    budget: float
+
+
+@dataclass
+class Prepared:
+    """One call: a forward case, or every output of a backward case the suite holds (by operand:
+    "y" for the forward's output, else the operand each gradient is of)."""
+
+    case: Case  # the call's first case
     inputs: CaseInputs
-    ref: judge.Reference  # the oracle's output, prepared once for every implementation's judge
+    expected: dict[str, Expected]
+    dy: np.ndarray | None = None  # a backward call's upstream gradient, in the case dtype
+
+    @property
+    def ref(self) -> judge.Reference:
+        return next(iter(self.expected.values())).ref
 
 
 @dataclass
@@ -65,20 +86,47 @@ class RunData:
     planned: int = 0  # the outcomes the run set out to produce (fewer are there when it was stopped)
 
 
-def prepare(case: Case) -> Prepared:
+def prepare(case: Case, outputs: list[Case] | None = None) -> Prepared:
+    """The call of `case` and what each of its `outputs` (default: every output of the call) is
+    judged against."""
     inputs = case.inputs()
     exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
-    return Prepared(case, inputs, judge.reference_for(case, inputs, exact))
+    if not case.dy:
+        budget = budget_for(case.dtype, case.op, case.span)
+        return Prepared(case, inputs, {"y": Expected(case, judge.reference_for(case, inputs, exact), budget)})
+    dy = case.upstream(exact)
+    grads = vjp(case.contract, inputs.arrays, dy, inputs.num_heads)
+    fmt = get_format(case.dtype)
+    scales = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, absolute=True, floor=2.0 ** fmt.min_exponent)
+    expected = {}
+    for c in outputs or case.outputs():
+        name = c.operand
+        # dw sums its terms over the rows and over the heads that share a per-head weight
+        reduced = inputs.arrays["x"].size // inputs.arrays[name].size if c.output == "dw" else 1
+        ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
+        expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced))
+    return Prepared(case, inputs, expected, dy)
+
+
+def prepare_all(cases: list[Case]) -> list[Prepared]:
+    """One Prepared per call: a backward case's outputs share one (in the suite's order)."""
+    calls: dict[str, list[Case]] = {}
+    for c in cases:
+        calls.setdefault(c.call_id, []).append(c)
+    return [prepare(members[0], members) for members in calls.values()]
 
 
 def plan(prepared: list[Prepared], impl: Implementation) -> list[Task]:
-    supported = [p for p in prepared if impl.supports(p.case.op, p.case.convention)]
+    supported = [p for p in prepared if impl.supports(p.case.op, p.case.convention, p.case.pass_)]
     if not impl.batch_rows:
         return [Task(impl, [p]) for p in supported]
     groups: dict[tuple, list[Prepared]] = defaultdict(list)
-    for p in supported:
-        groups[batch_key(p)].append(p)
     tasks = []
+    for p in supported:
+        if p.dy is not None:  # dw sums over rows: one call per backward case
+            tasks.append(Task(impl, [p]))
+            continue
+        groups[batch_key(p)].append(p)
     for members in groups.values():
         chunk, rows = [], 0
         for p in members:
@@ -116,7 +164,9 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
     status = reply[0]
     if status != "ok":
         note = reply[1] + (f" (in a batch of {len(task.cases)} cases)" if len(task.cases) > 1 else "")
-        return [Outcome(p.case, task.impl, judge.failure(status, note)) for p in task.cases]
+        return [Outcome(e.case, task.impl, judge.failure(status, note)) for p in task.cases for e in p.expected.values()]
+    if task.cases[0].dy is not None:
+        return _judge_gradients(task, reply[1], reply[2])
     out, seconds = reply[1], reply[2]
     outcomes, start = [], 0
     expected_rows = sum(p.case.rows for p in task.cases)
@@ -126,10 +176,22 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
         else:
             piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
         start += p.case.rows
-        c = p.case
-        m = judge.judge(piece, p.ref, get_format(c.dtype), budget_for(c.dtype, c.op, c.span), c.num_heads, c.op)
+        c, e = p.case, p.expected["y"]
+        m = judge.judge(piece, e.ref, get_format(c.dtype), e.budget, c.num_heads, c.op)
         keep = piece if m.outcome not in ("error",) else None
         outcomes.append(Outcome(p.case, task.impl, m, keep, seconds / len(task.cases)))
+    return outcomes
+
+
+def _judge_gradients(task: Task, grads: dict, seconds: float) -> list[Outcome]:
+    """Each output of one backward call, judged at its terms' scale (the call's time split evenly)."""
+    p = task.cases[0]
+    outcomes = []
+    for name, e in p.expected.items():
+        c = e.case
+        m = judge.judge(grads[name], e.ref, get_format(c.dtype), e.budget, c.num_heads, operand=name)
+        keep = grads[name] if m.outcome != "error" else None
+        outcomes.append(Outcome(c, task.impl, m, keep, seconds / len(p.expected)))
     return outcomes
 
 
@@ -163,15 +225,19 @@ def _run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling
         # function into hours (66 cases x 60 s)
         return _judge_task(task, ("timeout", f"not run: the previous call hung on {hung[name]} (--keep-calling "
                                              "runs every call)"))
-    c = task.cases[0].case
-    reply = worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))
+    first = task.cases[0]
+    c = first.case
+    if first.dy is not None:
+        reply = worker.call(("backward", task.impl, c.op, c.contract, first.inputs, first.dy))
+    else:
+        reply = worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))
     if reply[0] == "timeout":
         hung[name] = c.id
     try:
         return _judge_task(task, reply)
     except Exception as exc:  # a bug of ours in judging must cost these outcomes, not the run
         note = f"normdiff could not judge this output: {type(exc).__name__}: {exc}"
-        return [Outcome(p.case, task.impl, judge.failure("error", note)) for p in task.cases]
+        return [Outcome(e.case, task.impl, judge.failure("error", note)) for p in task.cases for e in p.expected.values()]
 
 
 def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None,
@@ -190,7 +256,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         reason = impl.unavailable_reason()
         if reason:
             data.outcomes += [Outcome(c, impl, judge.failure("unavailable", reason)) for c in suite.cases
-                              if impl.supports(c.op, c.convention)]
+                              if impl.supports(c.op, c.convention, c.pass_)]
         else:
             runnable[impl.worker].append(impl)
     _unsupported(data, suite, impls)
@@ -210,10 +276,10 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
     try:
         for t in threads:
             t.start()
-        prepared = [prepare(c) for c in suite.cases]
+        prepared = prepare_all(suite.cases)
         for fw, fw_impls in runnable.items():
             tasks[fw] = [t for impl in fw_impls for t in plan(prepared, impl)]
-        data.planned = len(data.outcomes) + sum(len(t.cases) for ts in tasks.values() for t in ts)
+        data.planned = len(data.outcomes) + sum(len(p.expected) for ts in tasks.values() for t in ts for p in t.cases)
         ready.set()
         if meanwhile:
             meanwhile()
@@ -281,7 +347,12 @@ def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progr
 def _unsupported(data: RunData, suite: Suite, impls: list[Implementation]) -> None:
     for impl in impls:
         data.outcomes += [
-            Outcome(c, impl, judge.failure("unsupported", f"{impl.name} does not implement "
-                                             f"{c.op}@{c.convention}"))
-            for c in suite.cases if not impl.supports(c.op, c.convention)
+            Outcome(c, impl, judge.failure("unsupported", _unsupported_note(impl, c)))
+            for c in suite.cases if not impl.supports(c.op, c.convention, c.pass_)
         ]
+
+
+def _unsupported_note(impl: Implementation, c: Case) -> str:
+    if impl.supports(c.op, c.convention, "backward" if c.pass_ == "forward" else "forward"):
+        return f"{impl.name} has no {c.pass_} pass"
+    return f"{impl.name} does not implement {c.op}@{c.convention}"

@@ -1,7 +1,8 @@
 """The long results table, the pairs table, and the few operations on them the engine itself needs.
 
-`results` has one row per case x implementation: the case's description (its operands' regimes in
-the columns the op records name), the implementation's, the judge's measurement, the time it took
+`results` has one row per case x implementation: the case's description (its pass, forward or
+backward, and the output it judges, y or a gradient; its operands' regimes in the columns the op
+records name; a backward case's upstream-gradient regime `dy`), the implementation's, the judge's measurement, the time it took
 and the command that replays a row that did not pass. `pairs` has one row per case x pair of
 implementations that both produced an output: whether the two are bit-identical and how far apart
 they are in ULPs. Every report view (reports/views/) is a pandas computation on these two tables.
@@ -48,8 +49,9 @@ def replays(implementations) -> dict:
 def case_columns(c) -> dict:
     """A case's columns of the results table."""
     chosen = {operand.column: c.choice(operand.name) for operand in c.record.chosen}
-    return {"case_id": c.id, "op": c.op, "convention": c.convention, "dtype": c.dtype, "shape": c.shape_text,
-            "regime": c.regime, **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "eps": c.contract.eps,
+    return {"case_id": c.id, "pass": c.pass_, "output": c.output, "op": c.op, "convention": c.convention,
+            "dtype": c.dtype, "shape": c.shape_text, "regime": c.regime,
+            **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "eps": c.contract.eps, "dy": c.dy,
             "seed": c.seed}
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from normdiff.harness.data import rope
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.engine import oracle
 
@@ -64,17 +65,36 @@ def _sigmoid_grad(z: np.ndarray) -> np.ndarray:
     return s * (1.0 - s)
 
 
+def _silu_grad_terms(z: np.ndarray) -> np.ndarray:
+    """|s| + |z s (1 - s)|: silu''s two terms in magnitude (they cancel near z = -1.28)."""
+    s = _sigmoid(z)
+    return s + np.abs(z) * s * (1.0 - s)
+
+
 _ACTIVATION_GRADS = {"silu": _silu_grad, "sigmoid": _sigmoid_grad}
+_ACTIVATION_GRAD_TERMS = {"silu": _silu_grad_terms, "sigmoid": _sigmoid_grad}
 
 
-def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_heads: int = 1) -> dict[str, np.ndarray]:
+def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_heads: int = 1,
+        absolute: bool = False, floor: float = 0.0) -> dict[str, np.ndarray]:
     """J^T dy of `oracle.evaluate(contract, arrays, num_heads)`, float64: {"x", "weight", "gate"}
-    for those of them in `arrays`, each shaped like its operand."""
+    for those of them in `arrays`, each shaped like its operand.
+
+    absolute=True gives instead the magnitude of the terms each gradient is a sum of: every product
+    taken in absolute value and every difference as a sum (|J|^T |dy| stage by stage, an upper bound
+    of it). It is the scale a rounding error is relative to: a kernel's float32 sum over the width,
+    or over the rows for dw, errs relative to the sum of its terms' magnitudes, not to the result,
+    which can cancel to far below them (budgets.py, `gradient_budget`). `floor` (absolute only) is
+    the least magnitude a product term counts at: the dtype's smallest normal, below which a
+    product rounded in the dtype errs by an absolute half subnormal spacing, not a relative one (a
+    fp16 dy of 1e-4 times a weight is subnormal), as the forward's `ulp_floor` does."""
     x = np.asarray(arrays["x"], dtype=np.float64)
     dy = np.asarray(dy, dtype=np.float64)
     if dy.shape != x.shape:
         raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
-    stages = _stages(contract, arrays, num_heads)
+    if absolute:
+        dy = np.abs(dy)
+    stages = _stages(contract, arrays, num_heads, floor if absolute else None)
     grads: dict[str, np.ndarray] = {}
     for stage in reversed(stages):
         dy = stage(dy, grads)
@@ -82,10 +102,11 @@ def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_h
     return grads
 
 
-def _stages(contract: Contract, arrays: dict, num_heads: int) -> list:
+def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | None = None) -> list:
     """Runs the forward as `oracle.evaluate` does, keeping each stage's input, and returns each
     stage's backward: a function (gradient of its output, grads) -> gradient of its input, which
-    adds the stage's operand gradient to grads."""
+    adds the stage's operand gradient to grads. `terms`: None for the VJP itself; a floor for the
+    magnitudes of its terms (`vjp`'s absolute=True), each product term counted at least at it."""
     x = np.asarray(arrays["x"], dtype=np.float64)
     positions = arrays.get("positions")
     gate = np.asarray(arrays["gate"], dtype=np.float64) if "gate" in arrays else None
@@ -99,17 +120,19 @@ def _stages(contract: Contract, arrays: dict, num_heads: int) -> list:
         stages.append(back)
         return y
 
-    rotation = (positions, num_heads, contract.rope_theta)
+    rotation = (positions, num_heads, contract.rope_theta, terms)
+    act = contract.gate_activation
     if rope_first:
-        x = stage(_rope_back(*rotation), oracle.rotate(x, *rotation))
+        x = stage(_rope_back(*rotation), oracle.rotate(x, *rotation[:3]))
     if gate_first:
-        x = stage(_gate_back(x, gate, contract.gate_activation), x * _activate(gate, contract.gate_activation))
-    x = stage(_norm_back(x, contract, num_heads), _normalise(x, contract, num_heads))
+        x = stage(_gate_back(x, gate, act, terms), x * _activate(gate, act))
+    x = stage(_norm_back(x, contract, num_heads, terms), _normalise(x, contract, num_heads))
     if "weight" in arrays:
         w = np.asarray(arrays["weight"], dtype=np.float64)
-        x = stage(_weight_back(x, w, contract.weight_offset), x * (contract.weight_offset + _tiled(w, x.shape[-1])))
+        x = stage(_weight_back(x, w, contract.weight_offset, terms),
+                  x * (contract.weight_offset + _tiled(w, x.shape[-1])))
     if gate is not None and not gate_first:
-        stage(_gate_back(x, gate, contract.gate_activation), None)
+        stage(_gate_back(x, gate, act, terms), None)
     if positions is not None and not rope_first:
         stage(_rope_back(*rotation), None)
     return stages
@@ -117,10 +140,23 @@ def _stages(contract: Contract, arrays: dict, num_heads: int) -> list:
 
 # ---- the stages' backwards ---------------------------------------------------------------------
 
-def _rope_back(positions, num_heads: int, theta: float):
+def _rope_back(positions, num_heads: int, theta: float, terms: float | None = None):
     def back(g, grads):
+        if terms is not None:  # |g_i cos| + |g_partner sin|: R^T's two products in magnitude
+            return np.maximum(_rotate_terms(g, positions, num_heads, theta), terms)
         return _flip(oracle.rotate(_flip(g, num_heads), positions, num_heads, theta), num_heads)
     return back
+
+
+def _rotate_terms(g: np.ndarray, positions, num_heads: int, theta: float) -> np.ndarray:
+    """|g| |cos| + |rotate_half(g)| |sin| per head: the magnitude of both products of a rotation
+    (of R and of R^T alike), at the oracle's angles."""
+    heads = g.reshape(-1, num_heads, g.shape[-1] // num_heads)
+    dim, half = heads.shape[-1], heads.shape[-1] // 2
+    angles = rope.angles(positions, dim, theta).astype(np.float64)
+    emb = np.concatenate([angles, angles], axis=-1)[:, None, :]
+    swapped = np.concatenate([heads[..., half:], heads[..., :half]], axis=-1)
+    return (np.abs(heads) * np.abs(np.cos(emb)) + np.abs(swapped) * np.abs(np.sin(emb))).reshape(g.shape)
 
 
 def _flip(v: np.ndarray, num_heads: int) -> np.ndarray:
@@ -130,37 +166,55 @@ def _flip(v: np.ndarray, num_heads: int) -> np.ndarray:
     return heads.reshape(v.shape)
 
 
-def _gate_back(u: np.ndarray, gate: np.ndarray, activation: str):
+def _term(terms: float | None):
+    """How a stage forms a product term: signed (the VJP), or its magnitude, at least `terms`."""
+    if terms is None:
+        return lambda a, b: a * b
+    return lambda a, b: np.maximum(np.abs(a * b), terms)
+
+
+def _gate_back(u: np.ndarray, gate: np.ndarray, activation: str, terms: float | None = None):
+    grad = (_ACTIVATION_GRADS if terms is None else _ACTIVATION_GRAD_TERMS)[activation]
+    term = _term(terms)
     def back(g, grads):
-        grads["gate"] = _sum_to(g * u * _ACTIVATION_GRADS[activation](gate), gate.shape)
-        return g * _activate(gate, activation)
+        grads["gate"] = _sum_to(term(g * u, grad(gate)), gate.shape)
+        return term(g, _activate(gate, activation))
     return back
 
 
-def _weight_back(u: np.ndarray, w: np.ndarray, offset: float):
+def _weight_back(u: np.ndarray, w: np.ndarray, offset: float, terms: float | None = None):
+    term = _term(terms)
     def back(g, grads):
-        full = _sum_to(g * u, _tiled(w, u.shape[-1]).shape)  # the tiled weight's gradient
+        full = _sum_to(term(g, u), _tiled(w, u.shape[-1]).shape)  # the tiled weight's gradient
         grads["weight"] = full.reshape(*full.shape[:-1], -1, w.shape[-1]).sum(axis=-2)
-        return g * (offset + _tiled(w, u.shape[-1]))
+        return term(g, offset + _tiled(w, u.shape[-1]))
     return back
 
 
-def _norm_back(x: np.ndarray, contract: Contract, num_heads: int):
+def _norm_back(x: np.ndarray, contract: Contract, num_heads: int, terms: float | None = None):
     def back(g, grads):
         spans = _spans(x, contract, num_heads)
-        return _span_back(spans, g.reshape(spans.shape), contract).reshape(x.shape)
+        return _span_back(spans, g.reshape(spans.shape), contract, terms is not None).reshape(x.shape)
     return back
 
 
-def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract) -> np.ndarray:
-    """The normalisation's J^T g over each span (last axis) of xs: g d^p + p d^(p-1) sum(g x) grad d."""
+def _same(v):
+    return v
+
+
+def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract, absolute: bool = False) -> np.ndarray:
+    """The normalisation's J^T g over each span (last axis) of xs: g d^p + p d^(p-1) sum(g x) grad d
+    (absolute: |g| |d^p| + |d^(p-1)| sum|g x| |grad d|)."""
     stat = oracle.statistic(xs, contract.statistic)
     d = oracle.denominator(stat, contract, xs)
     grad_d = _denominator_grad(xs, stat, d, contract)
-    gx = np.sum(g * xs, axis=-1, keepdims=True)
+    fix = np.abs if absolute else _same
+    gx = np.sum(g * fix(xs), axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         if contract.inverted:
-            return g * d + gx * grad_d
+            return g * fix(d) + gx * fix(grad_d)
+        if absolute:
+            return g / np.abs(d) + gx / (d * d) * np.abs(grad_d)
         return g / d - gx / (d * d) * grad_d
 
 

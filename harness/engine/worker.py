@@ -10,6 +10,8 @@ Messages:
     ("load", Implementation)                       -> ("ok", None, seconds) | ("unavailable", reason)
     ("call", Implementation, op, Contract, CaseInputs) -> ("ok", ndarray, seconds)
                                                       | ("error", message) | ("unavailable", reason)
+    ("backward", Implementation, op, Contract, CaseInputs, dy)
+                                      -> ("ok", {operand: ndarray}, seconds) | ("error", ...) | ...
 The worker ends when its request pipe closes (the parent kills it at the end of a run).
 
 The worker is a subreaper: whatever processes the code leaves running stay below it (a daemonized
@@ -35,12 +37,13 @@ from normdiff.implementations.loading import load_entry
 _adapters: dict[str, object] = {}
 
 
-def _adapter(impl):
-    if impl.name not in _adapters:
+def _adapter(impl, pass_: str = "forward"):
+    key = (impl.name, pass_)
+    if key not in _adapters:
         FRAMEWORKS[impl.framework].setup()  # e.g. KERAS_BACKEND, before its first import
-        entry = load_entry(impl.entry)
-        _adapters[impl.name] = entry(**dict(impl.params)) if impl.params else entry
-    return _adapters[impl.name]
+        entry = load_entry(impl.entry_for(pass_))
+        _adapters[key] = entry(**dict(impl.params)) if impl.params else entry
+    return _adapters[key]
 
 
 def _describe(exc: BaseException) -> str:
@@ -60,39 +63,82 @@ def _exited(exc: BaseException) -> str:
 def handle(message: tuple) -> tuple:
     kind = message[0]
     impl = message[1]
+    pass_ = "backward" if kind == "backward" or (kind == "load" and not impl.entry) else "forward"
     start = time.perf_counter()
     try:
-        adapter = _adapter(impl)
+        adapter = _adapter(impl, pass_)
     except ImportError as exc:
-        return ("unavailable", f"cannot import {impl.entry}: {_describe(exc)}")
+        return ("unavailable", f"cannot import {impl.entry_for(pass_)}: {_describe(exc)}")
     except Exception as exc:  # an error inside the module that defines the implementation
         return ("error", f"loading {impl.name} failed: {_describe(exc)}")
     except BaseException as exc:  # sys.exit at import: the worker lives on to say so
         return ("error", f"loading {impl.name} failed: it {_exited(exc)}")
     if kind == "load":
         return ("ok", None, time.perf_counter() - start)
-    _, _, op, contract, inputs = message
+    _, _, op, contract, inputs, *upstream = message
+    args = (op, contract, inputs, *upstream)
     before = {name: array.copy() for name, array in inputs.arrays.items()}
+    before.update({"dy": upstream[0].copy()} if upstream else {})
     try:
-        value = adapter(op, contract, inputs)
+        value = adapter(*args)
     except Exception as exc:
         return ("error", _describe(exc))
     except BaseException as exc:
         return ("error", f"it {_exited(exc)}")
     seconds = time.perf_counter() - start
-    problem = output_problem(value) or changed_inputs(before, inputs.arrays)
+    after = {**inputs.arrays, **({"dy": upstream[0]} if upstream else {})}
+    if upstream:
+        problem = gradients_problem(value, inputs.arrays) or changed_inputs(before, after)
+        if problem:
+            return ("error", problem)
+        grads = {}
+        for name in gradient_operands(inputs.arrays):
+            out = _readable(value[name], f"the gradient of {name}")
+            if isinstance(out, str):
+                return ("error", out)
+            if out.size > inputs.arrays[name].size:
+                return ("error", f"wrong-shaped gradient of {name} {out.shape}; expected {inputs.arrays[name].shape}")
+            grads[name] = out
+        return ("ok", grads, seconds)
+    problem = output_problem(value) or changed_inputs(before, after)
     if problem:
         return ("error", problem)
-    try:
-        out = to_numpy(value)
-    except Exception as exc:  # a tensor NumPy cannot hold (a meta device, a sparse layout, ...)
-        return ("error", f"returned a {type(value).__name__} normdiff cannot read as an array: {_describe(exc)}")
-    if out.dtype == object:
-        return ("error", f"returned a {type(value).__name__}, which is not an array of numbers")
+    out = _readable(value, "")
+    if isinstance(out, str):
+        return ("error", out)
     x = inputs.arrays.get("x")
     if x is not None and out.size > x.size:  # refused here, before gigabytes cross the pipe
         return ("error", f"wrong-shaped output {out.shape}; expected {x.shape} (the shape of x)")
     return ("ok", out, seconds)
+
+
+def _readable(value, what: str):
+    """The value as a NumPy array, or what is wrong with it (a string)."""
+    try:
+        out = to_numpy(value)
+    except Exception as exc:  # a tensor NumPy cannot hold (a meta device, a sparse layout, ...)
+        return (f"returned a {type(value).__name__} normdiff cannot read as an array{' (' + what + ')' if what else ''}: "
+                f"{_describe(exc)}")
+    if out.dtype == object:
+        return f"returned a {type(value).__name__}, which is not an array of numbers{' (' + what + ')' if what else ''}"
+    return out
+
+
+def gradient_operands(arrays: dict) -> list[str]:
+    """The operands a backward pass differentiates: the float ones (not the integer positions)."""
+    return [name for name, a in arrays.items() if a.dtype.kind not in "iub"]
+
+
+def gradients_problem(value, arrays: dict) -> str | None:
+    """What is wrong with a backward adapter's value: it must be a dict of the float operands'
+    gradients (the user adapter turns a user's tuple into one)."""
+    wanted = gradient_operands(arrays)
+    if not isinstance(value, dict):
+        return f"a backward returned a {type(value).__name__}; expected the gradients of {', '.join(wanted)}"
+    missing = [name for name in wanted if name not in value or value[name] is None]
+    if missing:
+        return f"the backward returned no gradient of {', '.join(missing)} (it gave {', '.join(value) or 'none'})"
+    return None
 
 
 def output_problem(value) -> str | None:

@@ -61,7 +61,26 @@ def set_weight(module, name: str, weight) -> None:
         setattr(module, name, jnp.asarray(weight))
 
 
+def differentiate(forward, arrays: dict, dy, params: dict) -> dict:
+    """J^T dy of a user's JAX function by jax.vjp, with respect to its float inputs; dy in the
+    output's dtype (cast exactly: refused where the cast would round)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    if params:
+        raise TypeError("normdiff differentiates JAX functions, not module classes: give a function, or an explicit "
+                        "backward whose first parameter is dy")
+    names = list(arrays)
+    out, pullback = jax.vjp(lambda *values: forward(dict(zip(names, values))), *(jnp.asarray(arrays[n]) for n in names))
+    cotangent = jnp.asarray(dy).astype(out.dtype)
+    if not np.array_equal(np.asarray(cotangent.astype(jnp.asarray(dy).dtype)), np.asarray(dy)):
+        raise ValueError(f"dy in {dy.dtype} is not exactly representable in the output's {out.dtype}")
+    return dict(zip(names, pullback(cotangent)))
+
+
 FRAMEWORK = Framework("jax", modules=("jax", "jaxlib"), extra="jax", distributions=("jax", "jaxlib"),
                       libraries={"flax": "flax"}, user_code=True, detect=("jax", "flax"),
                       array_types=("jax",), from_numpy=from_numpy, module_types=("flax",),
-                      init_extras=init_extras, weights=weights, set_weight=set_weight)
+                      init_extras=init_extras, weights=weights, set_weight=set_weight, differentiate=differentiate,
+                      differentiates_modules=False)

@@ -52,6 +52,11 @@ class Framework:
     build       (module, x) -> None: whatever must run before its weights exist (keras: build)
     weights     module -> {name: shape} of its parameters, where the gain is looked for
     set_weight  (module, name, NumPy weight) -> None: load the case's weight, bits kept
+    differentiate  (forward, arrays, dy, params) -> {name: gradient}: J^T dy of forward(leaves) (a
+                function of {name: its array}) with respect to each of `arrays` (NumPy, made
+                the framework's differentiable arrays here) and of `params` (name -> a module's
+                parameter, already holding the case's bits); None: no backward for user code
+    differentiates_modules  whether it differentiates a module class too (not flax nnx's, yet)
     A user's graph (ONNX):
     graph_files  the file suffixes of its graphs (".onnx"): such a file is a target by itself
     load_graph  (path or object) -> a runnable graph (an InferenceSession), or None
@@ -78,6 +83,8 @@ class Framework:
     build: Callable = _nothing
     weights: Callable = plain_weights
     set_weight: Callable | None = None  # None: the attribute is replaced by from_numpy(weight)
+    differentiate: Callable | None = None
+    differentiates_modules: bool = True  # whether `differentiate` takes a module class's parameters
     graph_files: tuple[str, ...] = ()
     load_graph: Callable | None = None
     graph_inputs: Callable | None = None

@@ -30,6 +30,49 @@ def from_numpy(array: np.ndarray):
     return torch.from_numpy(array)
 
 
+def input_leaf(array: np.ndarray):
+    """A fresh tensor with exactly the array's bits that autograd differentiates with respect to (a
+    copy: never a view of the caller's array)."""
+    return from_numpy(array).clone().requires_grad_(True)
+
+
+def autograd_vjp(forward, leaves: dict, dy: np.ndarray) -> dict:
+    """J^T dy through torch's own autograd: `forward()` is run under torch.enable_grad() and
+    torch.autograd.grad of its output with respect to each of `leaves` (name -> tensor with
+    requires_grad: an `input_leaf`, or a module's parameter that already holds the case's bits) is
+    returned by name, in the dtype autograd gives it (a bf16 parameter gets a bf16 gradient), zeros
+    for a leaf the output does not depend on. grad_outputs is dy with exactly its bits; cast to the
+    output's dtype only where the two differ, and only if that cast is exact. `leaves` is read once
+    forward() has run, so forward may fill in a tensor it makes itself (a hooked module's input)."""
+    import torch
+
+    with torch.enable_grad():
+        out = forward()
+    grad = from_numpy(dy)
+    if tuple(grad.shape) != tuple(out.shape):
+        raise ValueError(f"dy has shape {tuple(grad.shape)}; the output has {tuple(out.shape)}")
+    if grad.dtype != out.dtype:
+        cast = grad.to(out.dtype)
+        if not bool((cast.to(grad.dtype) == grad).all()):
+            raise ValueError(f"dy in {grad.dtype} is not exactly representable in the output's {out.dtype}")
+        grad = cast
+    names = list(leaves)
+    if not out.requires_grad:  # depends on none of the leaves
+        return {name: torch.zeros_like(leaves[name]) for name in names}
+    grads = torch.autograd.grad(out, [leaves[name] for name in names], grad_outputs=grad,
+                                allow_unused=True)
+    return {name: torch.zeros_like(leaves[name]) if g is None else g for name, g in zip(names, grads)}
+
+
+def fold(grad, shape: tuple):
+    """A gradient of a weight that was tiled to grad's length, summed back over the tiles to
+    `shape` (autograd's own backward of `repeat`: the tiles' sum, in the gradient's dtype)."""
+    shape = tuple(shape)
+    if tuple(grad.shape) == shape:
+        return grad
+    return grad.reshape(-1, *shape).sum(0)
+
+
 def prepare_module(module, x: np.ndarray):
     """A torch module in the case dtype, as a model loaded in bf16 holds its norms."""
     if hasattr(module, "to") and hasattr(module, "parameters"):
@@ -64,8 +107,26 @@ def weights(module) -> dict:
     return {name: tuple(v.shape) for name, v in vars(module).items() if hasattr(v, "shape")}
 
 
+def differentiate(forward, arrays: dict, dy: np.ndarray, params: dict) -> dict:
+    """J^T dy of a user's torch code by autograd (a custom autograd.Function's own backward is what
+    runs): `forward(leaves)` gets fresh differentiable tensors of `arrays`; `params` are a module's
+    parameters, already holding the case's bits."""
+    import torch
+
+    leaves = {name: input_leaf(array) for name, array in arrays.items()}
+    with torch.enable_grad():
+        out = forward(leaves)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"returned a {type(out).__name__}, not a tensor autograd can differentiate")
+    if not out.requires_grad:
+        raise TypeError("its output does not depend on its inputs through autograd (computed under no_grad, "
+                        "detached, or through NumPy): normdiff cannot differentiate it; give an explicit "
+                        "backward whose first parameter is dy")
+    return autograd_vjp(lambda: out, {**leaves, **params}, dy)
+
+
 FRAMEWORK = Framework("torch", modules=("torch",), extra="torch", distributions=("torch",),
                       libraries={"transformers": "hf"}, user_code=True, detect=("torch",),
                       array_types=("torch",), to_numpy=to_numpy, from_numpy=from_numpy,
                       module_types=("torch.nn",), prepare_module=prepare_module, weights=weights,
-                      set_weight=set_weight)
+                      set_weight=set_weight, differentiate=differentiate)

@@ -39,7 +39,8 @@ def kill_summary(results: pd.DataFrame) -> pd.DataFrame:
         kills = group[group["killed"]]
         worst = kills.sort_values("rel_l2", ascending=False).head(1)
         out.append({
-            "mutant": name, "op": group["op"].iloc[0], "convention": group["convention"].iloc[0],
+            "mutant": name, "pass": group["pass"].iloc[0] if "pass" in group else "forward",
+            "op": group["op"].iloc[0], "convention": group["convention"].iloc[0],
             "cases": len(group), "caught_by": int(group["killed"].sum()), "caught": bool(group["killed"].any()),
             "exposing_regimes": ", ".join(sorted(by_regime[by_regime].index)),
             "invisible_regimes": ", ".join(sorted(by_regime[~by_regime].index)),

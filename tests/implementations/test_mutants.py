@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from normdiff.harness import api
+from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.engine.tables import failing_rows
@@ -35,7 +36,7 @@ def test_the_catalogue_has_the_required_bugs():
 @pytest.mark.slow
 def test_default_suite_kills_every_mutant(default_report):
     kills = kill_summary(default_report.results).set_index("mutant")
-    assert set(kills.index) == set(BUGS)
+    assert set(kills.index) == set(BUGS) | set(BACKWARD_BUGS)  # both passes' mutants
     missed = kills[~kills["caught"]].index.tolist()
     assert not missed, f"the default suite no longer catches {missed}"
 
@@ -58,6 +59,25 @@ def test_mutants_look_plausible_where_the_catalogue_says(default_report):
     ones = rows.loc[("gamma-plus-one", "rms_norm@qwen3/fp32/8x1024/normal/w=ones")]
     assert ones["cosine"] == pytest.approx(1.0, abs=1e-6) and ones["scale_ratio"] == pytest.approx(2.0)
     assert ones["outcome"] == "disagree"
+
+
+def test_backward_mutants_are_caught_on_the_outputs_they_corrupt_only(default_report):
+    rows = default_report.results
+    back = rows[rows["implementation"].isin(list(BACKWARD_BUGS)) & ~rows["outcome"].isin(["unsupported"])]
+    assert set(back["pass"]) == {"backward"}  # a backward mutant's forward is the correct one: not run
+    for bug in BACKWARD_BUGS.values():
+        mine = back[back["implementation"] == bug.id]
+        killed = mine[mine["outcome"].isin(["disagree", "nan_mismatch"])]
+        assert set(killed["output"]) == set(bug.outputs), bug.id
+        untouched = mine[~mine["output"].isin(bug.outputs)]
+        assert untouched["outcome"].isin(["identical", "agree"]).all(), bug.id
+
+
+def test_a_backward_mutant_looks_plausible_by_cosine(default_report):
+    rows = default_report.results.set_index(["implementation", "case_id"])
+    # the weight twice in the projection term: dx still points the right way on N(0, 1) dy
+    typical = rows.loc[("bwd-weight-twice", "rms_norm@qwen3/fp32/8x1024/normal/w=trained/dy=normal/out=dx")]
+    assert typical["outcome"] == "disagree" and typical["cosine"] > 0.99
 
 
 def test_list_bugs_json():

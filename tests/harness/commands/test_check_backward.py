@@ -1,0 +1,66 @@
+"""`normdiff check --pass backward`: an explicit NumPy backward (first parameter dy) and a torch
+forward whose autograd.Function has a hand-written backward, judged against the exact VJP and
+diagnosed by the catalogued backward bug's name."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+NUMPY, TORCH = "tests/fixtures/backward_numpy.py", "tests/fixtures/backward_torch.py"
+
+
+def check(*args):
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args, "--json"],
+                          capture_output=True, text=True, timeout=600)
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(lines[0])
+
+
+def test_a_correct_explicit_numpy_backward_agrees():
+    code, result = check(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--pass", "backward")
+    assert code == 0 and result["verdict"] == "agrees", result
+    outputs = {row["case_id"].rpartition("out=")[2] for row in result["rows"]}
+    assert outputs == {"dx", "dw"} and result["cases"]["total"] >= 20
+
+
+def test_an_explicit_backward_runs_the_backward_pass_only_by_default():
+    code, result = check(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
+    assert code == 0 and all("/dy=" in row["case_id"] for row in result["rows"]), result
+
+
+def test_an_explicit_backward_asked_for_the_forward_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", f"{NUMPY}:rms_norm_backward",
+                           "--op", "rms_norm", "--convention", "qwen3", "--pass", "forward"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "has no forward pass" in proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_weight_missing_in_dx_is_diagnosed_by_name():
+    code, result = check(f"{NUMPY}:rms_norm_backward_no_weight", "--op", "rms_norm", "--convention", "qwen3",
+                         "--pass", "backward")
+    assert code == 1 and result["verdict"] == "disagrees"
+    best = result["diagnosis"][0]
+    assert best["bug"] == "bwd-weight-missing", result["diagnosis"]
+    assert best["matched"] == best["of"] > 0 and "dx matches that on" in best["symptom"]
+    # dw is right: only dx rows disagree
+    bad = [row for row in result["rows"] if row["outcome"] not in ("identical", "agree")]
+    assert bad and all(row["case_id"].endswith("out=dx") for row in bad)
+
+
+def test_a_torch_autograd_function_with_the_weight_twice_is_diagnosed():
+    pytest.importorskip("torch")
+    code, result = check(f"{TORCH}:rms_norm_weight_twice", "--op", "rms_norm", "--convention", "qwen3",
+                         "--pass", "backward")
+    assert code == 1 and result["framework"] == "torch"
+    assert result["diagnosis"][0]["bug"] == "bwd-weight-twice", result["diagnosis"]
+
+
+def test_a_torch_forward_is_checked_in_both_passes():
+    pytest.importorskip("torch")
+    code, result = check(f"{TORCH}:rms_norm_torch", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
+    assert code == 0, result
+    passes = {"backward" if "/dy=" in row["case_id"] else "forward" for row in result["rows"]}
+    assert passes == {"forward", "backward"}

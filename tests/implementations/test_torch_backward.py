@@ -1,0 +1,485 @@
+"""The PyTorch backward adapters (autograd through the very code of each forward: torch_own.backward,
+the HF families' FamilyAdapter.backward, builtins' F.rms_norm / nn.RMSNorm / F.normalize backwards)
+against the oracle's exact float64 VJP (harness/engine/vjp.py) on the dtype-cast inputs, for every
+op@convention each implements, in float32, bfloat16 and float16, with dy from the "normal" and
+"aligned" gradient regimes; and the keys, shapes and dtypes they return, that each differentiates
+exactly its forward's computation, the attention path's exactness, a tiled weight's fold, and the
+autograd helper (frameworks/torch.py).
+
+Where errors are counted. As the harness judges a backward output (engine/runner.py): in ULPs of
+the dtype at A_i = max(|exact_i|, S_i), S the magnitude of the terms each gradient is a sum of
+(`vjp(..., absolute=True)`, floored at the dtype's smallest normal). dx = g / d minus the projection
+term; with dy aligned with y the two nearly cancel, and |dx| falls far below the terms whose
+roundings it carries: l2_norm's aligned dx is ~16x smaller than S (measured), so a float32 backward
+13 ulp off at max|exact| is < 1 ulp off at S. In the brief's form max|err| <= K ulp(max|exact|),
+K = bound x ulp(max A) / ulp(max|exact|): the bound below times the cancellation (1 for the
+"normal" regime, up to 16 for "aligned"); the measured figures at both scales are printed by
+test_print_measured (pytest -s).
+
+Bounds (u_d the dtype's unit roundoff; a rounding of a value of magnitude <= A_i errs by < 1 ulp at
+A_i, and an error committed on a term of S carries through the linear backward as a part of S):
+  bfloat16 / float16: 0.5 (the final rounding to the dtype) + one ulp for each other rounding to the
+    dtype on the gradient's path (`dtype_roundings`) + the float32 part (budgets'
+    `gradient_float32_part`, the worst case for every order of the float32 sums, converted:
+    <= 0.05 ulp of bf16, <= 0.4 of fp16 at these spans). Which operations autograd rounds in the
+    dtype (each op's backward runs in its operands' dtype; a cast's backward casts the gradient):
+      - float32 statistics, one rounding (olmo2, gemma3, qwen3.5, qwen3-next, torch; HF's
+        Olmo2 / Gemma3 / Qwen3_5 RMSNorm, F.rms_norm, nn.RMSNorm, both l2norms): none; the float32
+        gradient is rounded once to x's dtype, and the weight's once to the parameter's dtype.
+      - the Llama cast (llama, qwen3): the forward multiplies w by u rounded to the dtype, in the
+        dtype, so autograd forms g = dy * w in the dtype (dx: 1), and dw's terms dy * u_rounded in
+        the dtype (u's rounding and the product: 2; the sum over rows and heads is one float32
+        accumulation, rounded once: the final rounding).
+      - the gated norm (qwen3.5, qwen3-next: the Llama-cast product times a float32 silu): the
+        backward of that bf16 -> float32 promotion rounds dy * silu(z) to the dtype (+1 for dx and
+        dw); dgate multiplies dy by the forward's pre-gate value, itself u rounded and w * u rounded
+        (2).
+      - RoPE after the norm (qk_norm_rope@qwen3, in the dtype as HF applies it): R^T dy = dy cos +
+        rotate_half^T(dy sin) with cos / sin rounded to the dtype (1 for the pair: each is a
+        relative u_d of its own term), the two products (1) and their sum (1): +3 for dx and dw.
+      - F.normalize (l2_norm@torch) computes in the input dtype, forward and backward: ||x|| rounded
+        (it enters the direct term once and the projection term three times, d^3), the projection
+        term's -dy * ((x / d) / d) (3), its sum over the row (1), the norm's backward x * (s / d)
+        (2): 9 ulp at S for dx (the harness's dx budget counts 3: measured it needs about 1).
+      - a (head_dim,) weight tiled over a full-width parameter: the full-width gradient is rounded
+        to the parameter's dtype before the tiles are summed (+1 for dw).
+  float32: the harness's own derivation (budgets.gradient_budget: the forward chain's float32
+    constant plus (2.5 k + 36) u32 for dx, (R + k / 2 + 8) for dw, (k / 2 + 16) for dgate, where the
+    harness takes k = n, the worst of every legal order of a sum over a span of n, and R for the sum
+    over R rows), here with k the depth of torch's own CPU float32 row sum (`torch_sum_depth`: 23 at
+    n = 128, 24 at 32, from SumKernel.cpp's cascade): dx within 102-114 ulp at A, dw and dgate within
+    31-54, where autograd measures <= 6.3.
+    F.normalize's norm is another reduction kernel, so it keeps k = n (the harness's budget).
+Each result must also be within the harness's budget (so a backward case of it judges `agree`).
+A wrong gradient (the weight left out) is off by a sizeable fraction of S: hundreds of ULPs in bf16,
+millions in float32 (test_a_wrong_gradient_is_far_outside).
+
+Findings, recorded by tests below: torch_own's clamp placement (l2_norm@torch, 1 / sqrt(s).clamp_min
+(eps)) differentiates sqrt at s = 0 as 0 / 0, so a zero row's gradient is NaN where the exact VJP
+(and F.normalize, whose norm backward masks ||x|| = 0) is finite; F.normalize's in-dtype backward is
+the least accurate of these in bf16 / fp16 (about 10 ulp at max|exact| under aligned dy, 2.3 at A);
+the HF attention path takes x's gradient at q_norm's input, because back through the identity
+q_proj an overflowed fp16 gradient turns into a row of NaN (inf * 0).
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from normdiff.cases.model import Case, CaseInputs  # noqa: E402
+from normdiff.cases.regimes import draw_gradient  # noqa: E402
+from normdiff.harness.data.budgets import U32, gradient_budget, gradient_float32_part  # noqa: E402
+from normdiff.harness.data.dtypes import get_format  # noqa: E402
+from normdiff.harness.data.ops import get_op  # noqa: E402
+from normdiff.harness.engine import oracle  # noqa: E402
+from normdiff.harness.engine.vjp import vjp  # noqa: E402
+from normdiff.implementations import builtins, catalog, torch_own  # noqa: E402
+from normdiff.implementations.frameworks import torch as torch_framework  # noqa: E402
+from normdiff.implementations.frameworks.torch import autograd_vjp, from_numpy, to_numpy  # noqa: E402
+from normdiff.implementations.loading import load_entry  # noqa: E402
+
+HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+DTYPES = ("float32", "bfloat16", "float16")
+REGIMES = ("normal", "aligned")
+OUTPUTS = {"x": "dx", "weight": "dw", "gate": "dgate"}
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MEASURED: dict[str, tuple[float, float]] = {}  # "impl op@conv dtype output": worst (ulp at max|exact|, at A)
+
+# the adapters this file is about, by registry name (the catalog must point at them)
+OWN = "normdiff.implementations.torch_own:backward"
+BUILTIN = {"torch-F.rms_norm": "normdiff.implementations.builtins:functional_rms_norm_backward",
+           "torch-nn.RMSNorm": "normdiff.implementations.builtins:module_rms_norm_backward",
+           "torch-F.normalize": "normdiff.implementations.builtins:normalize_backward"}
+
+
+def torch_backwards():
+    """The registry's torch implementations with a backward pass (mutants have none)."""
+    return [i for i in catalog.builtin() if i.framework == "torch" and i.kind != "mutant" and i.backward]
+
+
+GROUPS = [(impl.name, op, conv) for impl in torch_backwards() for op, conv in sorted(impl.op_conventions)]
+IMPLS = {impl.name: impl for impl in torch_backwards()}
+
+
+def backward_of(name: str):
+    impl = IMPLS[name]
+    if "transformers" in impl.requires and not HAVE_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    return load_entry(impl.backward)
+
+
+def forward_of(name: str):
+    return load_entry(IMPLS[name].entry)
+
+
+def make_case(op: str, convention: str, dtype: str, regime: str = "normal") -> Case:
+    record = get_op(op)
+    choices = {n: r for n, r in (("weight", "trained"), ("gate", "open")) if record.operand(n)}
+    return Case.of(op, convention, dtype, "4x4x32" if "num_heads" in record.dims else "8x128", regime, **choices)
+
+
+def upstream(case: Case, inputs: CaseInputs, regime: str) -> np.ndarray:
+    """dy of the gradient regime (the exact y for "aligned"), cast to the case dtype."""
+    y = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    return draw_gradient(regime, np.random.default_rng(0), y).astype(get_format(case.dtype).np_dtype)
+
+
+def dtype_roundings(name: str, contract, arrays: dict, key: str) -> float:
+    """The roundings to the case dtype on a gradient's path besides its final one, each one ulp at
+    A (module docstring)."""
+    if name == "torch-F.normalize":
+        return 9.0
+    llama = contract.cast == "llama" and "weight" in arrays
+    gate, rope = "gate" in arrays, "positions" in arrays
+    # a (head_dim,) weight on a full-vector norm: tiled over the heads (a shared per-head weight is not)
+    tiled = "weight" in arrays and contract.scope == "full" and arrays["weight"].shape[-1] != arrays["x"].shape[-1]
+    if key == "x":
+        return 1.0 * llama + (llama and gate) + 3.0 * rope
+    if key == "weight":
+        return 2.0 * llama + (llama and gate) + 3.0 * rope + tiled
+    return 2.0 * llama  # gate
+
+
+def span_of(contract, arrays: dict, heads: int) -> int:
+    width = arrays["x"].shape[-1]
+    return width // heads if contract.scope == "head" else width
+
+
+def torch_sum_depth(n: int) -> int:
+    """An upper bound on the roundings a term goes through in torch's CPU float32 sum over a
+    contiguous row of n (aten/src/ATen/native/cpu/SumKernel.cpp, vectorized_inner_sum / row_sum /
+    multi_row_sum), for SIMD vectors of L = 8 (AVX2, the default build) or 16 (AVX512) floats: the
+    n // L vectors summed as 4 interleaved running sums (a cascade of 16-long chunks beyond 16 each,
+    never deeper than a running sum, plus its level carries), the leftover vectors into the first,
+    the 4 partial vectors combined, then the leftover scalars and the L lanes added one by one."""
+    depths = []
+    for lanes in (8, 16):
+        vectors = n // lanes
+        if vectors == 0:  # too short for a vector: row_sum on scalars, 4 running sums
+            per = n // 4
+            depths.append(max(per - 1, 0) + 3 + n % 4 + 3)
+            continue
+        per = vectors // 4
+        depths.append(max(per - 1, 0) + 3 + vectors % 4 + 3 + n % lanes + lanes)
+    return max(depths)
+
+
+def bound(name: str, case_op: str, contract, inputs: CaseInputs, key: str, dtype: str) -> tuple[float, float]:
+    """(this file's bound, the harness's budget), in ULPs at A."""
+    arrays = inputs.arrays
+    n = span_of(contract, arrays, inputs.num_heads)
+    reduced = arrays["x"].size // arrays[key].size if key == "weight" else 1
+    harness = gradient_budget(dtype, case_op, OUTPUTS[key], n, reduced)
+    if dtype == "float32":
+        # the harness's float32 derivation with the sums over the span as deep as torch's are
+        # (F.normalize's norm is another reduction kernel: its budget keeps the sequential worst case)
+        depth = n if name == "torch-F.normalize" else torch_sum_depth(n)
+        return gradient_budget(dtype, case_op, OUTPUTS[key], depth, reduced), harness
+    u_dtype = 2.0 ** -(get_format(dtype).mantissa_bits + 1)
+    float32 = gradient_float32_part(OUTPUTS[key], n, reduced) * U32 / u_dtype
+    return 0.5 + dtype_roundings(name, contract, arrays, key) + float32, harness
+
+
+def ulps(got: np.ndarray, exact: np.ndarray, scale: np.ndarray | None, dtype: str) -> float:
+    """Worst |got - exact| in ULPs of `dtype` at max(|exact|, scale) elementwise (scale None: at
+    max|exact|, the brief's form)."""
+    fmt = get_format(dtype)
+    err = np.abs(np.asarray(got).astype(np.float64) - exact)
+    at = np.full(exact.shape, np.abs(exact).max()) if scale is None else np.maximum(np.abs(exact), scale)
+    return float((err / fmt.ulp(at)).max()) if err.size else 0.0
+
+
+def check(impl: str, name: str, case: Case, inputs: CaseInputs, dy: np.ndarray, out: dict) -> None:
+    """`out` (implementation `impl`'s gradients) against the exact VJP: keys, types, dtypes, shapes,
+    within this file's bound and the harness's budget; the figures recorded under `name`."""
+    contract = case.contract
+    fmt = get_format(case.dtype)
+    exact = vjp(contract, inputs.arrays, dy, inputs.num_heads)
+    scale = vjp(contract, inputs.arrays, dy, inputs.num_heads, absolute=True, floor=2.0 ** fmt.min_exponent)
+    # the float operands' gradients, in the operands' order; never positions
+    assert list(out) == [k for k in inputs.arrays if k != "positions"], (name, list(out))
+    for key, want in exact.items():
+        got = out[key]
+        assert isinstance(got, torch.Tensor), (name, key, type(got))
+        # the dtype autograd gives: the operand's (a bf16 parameter gets a bf16 gradient)
+        assert got.dtype == TORCH_DTYPES[case.dtype], (name, key, got.dtype)
+        got = to_numpy(got)
+        assert got.shape == want.shape == inputs.arrays[key].shape, (name, key, got.shape)
+        assert np.isfinite(got.astype(np.float32)).all(), (name, key)
+        at_a = ulps(got, want, scale[key], case.dtype)
+        mine, harness = bound(impl, case.op, contract, inputs, key, case.dtype)
+        assert at_a <= mine, f"{name} d{key}: {at_a:.3f} ulp at A > {mine:.3f}"
+        assert at_a <= harness, f"{name} d{key}: {at_a:.3f} ulp at A > the harness's budget {harness:.3f}"
+        tag = f"{name} d{key}"
+        old = MEASURED.get(tag, (0.0, 0.0))
+        MEASURED[tag] = (max(old[0], ulps(got, want, None, case.dtype)), max(old[1], at_a))
+
+
+# ---- every implementation x op@convention x dtype ----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("impl,op,conv", GROUPS, ids=[f"{i}:{o}@{c}" for i, o, c in GROUPS])
+def test_backward_close_to_exact_vjp(impl, op, conv, dtype):
+    backward = backward_of(impl)
+    case = make_case(op, conv, dtype)
+    inputs = case.inputs()
+    for regime in REGIMES:
+        dy = upstream(case, inputs, regime)
+        check(impl, f"{impl} {op}@{conv} {case.dtype}", case, inputs, dy, backward(op, case.contract, inputs, dy))
+
+
+def test_registry_points_at_these_adapters():
+    by_name = {impl.name: impl for impl in torch_backwards()}
+    assert by_name["torch"].backward == OWN and load_entry(OWN) is torch_own.backward
+    for name, entry in BUILTIN.items():
+        assert by_name[name].backward == entry
+        assert load_entry(entry) is getattr(builtins, entry.rpartition(":")[2])
+    assert {i.name for i in catalog.hf_implementations()} <= set(by_name)
+    if HAVE_TRANSFORMERS:
+        from normdiff.implementations import hf
+
+        for attr in hf.FAMILIES:
+            method = load_entry(f"normdiff.implementations.hf:{attr}.backward")  # the dotted walk
+            assert method.__self__ is getattr(hf, attr) and method.__func__ is hf.FamilyAdapter.backward
+
+
+def test_keys_shapes_and_dtypes():
+    # positions get no gradient; a per-head weight's is summed over the heads (D,)
+    case = make_case("qk_norm_rope", "qwen3", "bfloat16")
+    inputs = case.inputs()
+    out = torch_own.backward(case.op, case.contract, inputs, upstream(case, inputs, "normal"))
+    assert list(out) == ["x", "weight"]
+    assert tuple(out["x"].shape) == (4, 128) and tuple(out["weight"].shape) == (32,)
+    assert {v.dtype for v in out.values()} == {torch.bfloat16}
+    assert not any(v.requires_grad for v in out.values())
+    gated = make_case("gated_rms_norm", "qwen3.5", "float16")
+    inputs = gated.inputs()
+    out = torch_own.backward(gated.op, gated.contract, inputs, upstream(gated, inputs, "normal"))
+    assert {k: (tuple(v.shape), v.dtype) for k, v in out.items()} == {
+        k: (a.shape, torch.float16) for k, a in inputs.arrays.items()}
+    assert list(out) == list(inputs.arrays)
+
+
+# ---- each backward differentiates exactly its forward --------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
+@pytest.mark.parametrize("impl,op,conv", GROUPS, ids=[f"{i}:{o}@{c}" for i, o, c in GROUPS])
+def test_backward_differentiates_the_forward_itself(impl, op, conv, dtype, monkeypatch):
+    """The output autograd differentiates has the forward's very bits (one code path, run under
+    autograd instead of inference_mode), and the forward's bits are the same after a backward (the
+    cached modules and parameters serve both)."""
+    backward = backward_of(impl)
+    forward = forward_of(impl)
+    case = make_case(op, conv, dtype)
+    inputs = case.inputs()
+    before = to_numpy(forward(op, case.contract, inputs))
+    seen = []
+    real = torch_framework.autograd_vjp
+
+    def spy(fwd, leaves, dy):
+        def recorded():
+            y = fwd()
+            seen.append(y.detach().clone())
+            return y
+        return real(recorded, leaves, dy)
+
+    module = {"torch": torch_own}.get(impl, builtins)
+    if impl.startswith("hf-"):
+        from normdiff.implementations import hf as module
+    monkeypatch.setattr(module, "autograd_vjp", spy)
+    backward(op, case.contract, inputs, upstream(case, inputs, "normal"))
+    assert len(seen) == 1
+    graph = to_numpy(seen[0])
+    assert graph.dtype == before.dtype and graph.tobytes() == before.tobytes()
+    after = to_numpy(forward(op, case.contract, inputs))
+    assert after.tobytes() == before.tobytes()
+
+
+# ---- the HF attention path ---------------------------------------------------------------------
+
+
+ATTENTION_FAMILIES = ("qwen3", "qwen3_5", "qwen3_next", "olmo2", "gemma3")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("attr", ATTENTION_FAMILIES)
+def test_attention_gradient_is_q_norm_alone_bit_for_bit(attr, dtype):
+    """Through the real attention (identity q_proj, hooks), dx and dw are exactly autograd's of the
+    family's q_norm called alone on x in the layout the attention gives it (per head, heads first
+    for Gemma3, the full vector for OLMo2, a chunk of the gated query for Qwen3.5 / Qwen3-Next):
+    k_norm, the gate half and the rest of the attention contribute nothing."""
+    if not HAVE_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    from normdiff.implementations import hf
+
+    adapter = getattr(hf, attr)
+    conv = adapter.family.convention
+    case = make_case("qk_norm", conv, dtype)
+    inputs = case.inputs()
+    dy = upstream(case, inputs, "normal")
+    out = adapter.backward("qk_norm", case.contract, inputs, dy)
+    tokens, width = inputs.arrays["x"].shape
+    heads = inputs.num_heads
+    attention = adapter.attention(heads, width // heads, case.contract.eps, TORCH_DTYPES[dtype])
+    q_norm = attention.q_norm
+    with torch.no_grad():
+        q_norm.weight.copy_(hf.fit_weight(from_numpy(inputs.arrays["weight"]), q_norm.weight, heads))
+    x = torch_framework.input_leaf(inputs.arrays["x"])
+
+    def alone():
+        if case.contract.scope == "full":  # OLMo2: q_norm on the projection's (1, T, H*D)
+            return q_norm(x.view(1, tokens, width)).reshape(tokens, width)
+        q = x.view(1, tokens, heads, -1)
+        if adapter.family.heads_first:  # Gemma3: (1, H, T, D)
+            return adapter.by_token(q_norm(q.transpose(1, 2)), tokens)
+        return q_norm(q).reshape(tokens, width)
+
+    direct = autograd_vjp(alone, {"x": x, "weight": q_norm.weight}, dy)
+    for key in ("x", "weight"):
+        assert to_numpy(out[key]).tobytes() == to_numpy(direct[key]).tobytes(), (attr, dtype, key)
+
+
+def test_an_overflowed_gradient_stays_inf_not_nan():
+    """fp16 dy ~300 on rows of rms 1e-4: dq = dy w / rms overflows to inf, as the exact gradient
+    rounded to fp16 does. Taken at q_norm's input, it stays inf (as torch_own's); sent back through
+    the identity q_proj it would be inf * 0 = NaN across every row that overflowed."""
+    if not HAVE_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    from normdiff.implementations import hf
+
+    case = Case.of("qk_norm", "qwen3", "float16", "4x8x64", "tiny_rms:1e-4", weight="trained")
+    inputs = case.inputs()
+    dy = upstream(case, inputs, "large")
+    out = to_numpy(hf.qwen3.backward("qk_norm", case.contract, inputs, dy)["x"]).astype(np.float64)
+    own = to_numpy(torch_own.backward("qk_norm", case.contract, inputs, dy)["x"]).astype(np.float64)
+    rounded = get_format("float16").round(vjp(case.contract, inputs.arrays, dy, inputs.num_heads)["x"])
+    assert np.isinf(rounded).any() and np.isinf(out).any()
+    assert not np.isnan(out).any()
+    assert np.array_equal(np.isinf(out), np.isinf(own))
+    through_identity = torch.from_numpy(out.astype(np.float16)) @ torch.eye(512, dtype=torch.float16)
+    assert torch.isnan(through_identity).all(dim=-1).any()
+
+
+def test_only_q_norm_is_differentiated():
+    """k_norm holds the same weight but gets no gradient, nor do the projections: autograd.grad
+    reaches only the leaves asked for, and nothing accumulates into .grad."""
+    if not HAVE_TRANSFORMERS:
+        pytest.skip("transformers is not installed")
+    from normdiff.implementations import hf
+
+    case = make_case("qk_norm", "qwen3", "float32")
+    inputs = case.inputs()
+    hf.qwen3.backward("qk_norm", case.contract, inputs, upstream(case, inputs, "normal"))
+    attention = hf.qwen3.attention(4, 32, case.contract.eps, torch.float32)
+    assert all(p.grad is None for p in attention.parameters())
+
+
+# ---- a tiled weight ----------------------------------------------------------------------------
+
+
+TILED = [name for name in IMPLS if ("qk_norm", "olmo2") in IMPLS[name].op_conventions]
+assert {"torch", "torch-F.rms_norm", "torch-nn.RMSNorm", "hf-olmo2"} <= set(TILED)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("impl", TILED)
+def test_a_tiled_weight_comes_back_folded(impl, dtype):
+    """A (head_dim,) weight on OLMo2's full-vector norm is tiled over the heads (numpy_own's rule);
+    its gradient comes back in its own shape, the sum over the tiles, as the exact VJP's."""
+    backward = backward_of(impl)
+    case = make_case("qk_norm", "olmo2", dtype)
+    full = case.inputs()
+    tiled = CaseInputs({"x": full.arrays["x"], "weight": full.arrays["weight"][:32]}, full.num_heads)
+    dy = upstream(case, tiled, "normal")
+    out = backward("qk_norm", case.contract, tiled, dy)
+    assert tuple(out["weight"].shape) == (32,)
+    check(impl, f"{impl} qk_norm@olmo2 tiled {case.dtype}", case, tiled, dy, out)
+
+
+# ---- sensitivity -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_wrong_gradient_is_far_outside(dtype):
+    """The bounds see a wrong gradient: autograd's dx against the exact VJP of the same case with
+    the weight taken as ones (the weight left out of g)."""
+    case = make_case("rms_norm", "qwen3", dtype)
+    inputs = case.inputs()
+    dy = upstream(case, inputs, "normal")
+    out = torch_own.backward("rms_norm", case.contract, inputs, dy)
+    ones = CaseInputs({**inputs.arrays, "weight": np.ones_like(inputs.arrays["weight"])}, 1)
+    exact = vjp(case.contract, ones.arrays, dy, 1)["x"]
+    scale = vjp(case.contract, ones.arrays, dy, 1, absolute=True)["x"]
+    mine, _ = bound("torch", "rms_norm", case.contract, inputs, "x", dtype)
+    assert ulps(to_numpy(out["x"]), exact, scale, dtype) > 10 * mine
+
+
+# ---- the autograd helper -----------------------------------------------------------------------
+
+
+def test_autograd_vjp_takes_dy_bits_exactly_and_casts_only_exactly():
+    rng = np.random.default_rng(3)
+    x = torch_framework.input_leaf(rng.standard_normal((2, 8)).astype(np.float32))
+    # edge bits (a subnormal, -0.0, the largest float32): x * 1's backward passes each on exactly
+    dy = np.array([1e-45, -0.0, np.finfo(np.float32).max, 1.0, -2.5, 3e-39, 7.0, -1e-30] * 2, np.float32).reshape(2, 8)
+    grads = autograd_vjp(lambda: x * 1.0, {"x": x}, dy)
+    assert to_numpy(grads["x"]).tobytes() == dy.tobytes()
+    # a bf16 dy for a float32 output: the cast is exact, so it is made
+    import ml_dtypes
+
+    half = rng.standard_normal((2, 8)).astype(ml_dtypes.bfloat16)
+    grads = autograd_vjp(lambda: x * 1.0, {"x": x}, half)
+    assert np.array_equal(to_numpy(grads["x"]), half.astype(np.float32))
+    # a float32 dy that bf16 cannot hold: refused, not rounded
+    xb = torch_framework.input_leaf(half)
+    with pytest.raises(ValueError, match="not exactly representable"):
+        autograd_vjp(lambda: xb * 1.0, {"x": xb}, np.full((2, 8), 1.0 + 2.0 ** -20, np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        autograd_vjp(lambda: x * 1.0, {"x": x}, dy[:1])
+    # a leaf the output does not use gets zeros of its own shape and dtype
+    unused = torch_framework.input_leaf(np.ones(3, np.float16))
+    grads = autograd_vjp(lambda: x * 2.0, {"x": x, "unused": unused}, dy)
+    assert grads["unused"].dtype == torch.float16 and not grads["unused"].any()
+
+
+def test_input_leaves_are_fresh_copies():
+    a = np.arange(4, dtype=np.float32)
+    leaf = torch_framework.input_leaf(a)
+    assert leaf.requires_grad and leaf.is_leaf
+    a[0] = 99.0  # the caller's array is not aliased
+    assert float(leaf.detach()[0]) == 0.0
+
+
+# ---- findings ----------------------------------------------------------------------------------
+
+
+def test_finding_own_clamp_l2_norm_gradient_is_nan_on_zero_rows():
+    """torch_own's "clamp" placement, 1 / sqrt(s).clamp_min(eps), is differentiated through sqrt at
+    s = 0: clamp_min passes a zero gradient, and sqrt's backward divides it by 2 sqrt(0) = 0, so the
+    zero rows' dx is NaN. The exact VJP there is dy / eps (the clamp's branch, sqrt's gradient never
+    needed), and F.normalize, whose norm backward masks ||x|| = 0, gives it finite. The forward is
+    untouched (it must stay bit-identical); this is what autograd of that formula gives."""
+    case = make_case("l2_norm", "torch", "float32", "zero_rows")
+    inputs = case.inputs()
+    dy = upstream(case, inputs, "normal")
+    exact = vjp(case.contract, inputs.arrays, dy, 1)["x"]
+    zero = ~inputs.arrays["x"].any(axis=-1)
+    assert zero.any() and np.isfinite(exact).all()
+    own = to_numpy(torch_own.backward("l2_norm", case.contract, inputs, dy)["x"])
+    assert np.isnan(own[zero]).all() and np.isfinite(own[~zero]).all()
+    builtin = to_numpy(builtins.normalize_backward("l2_norm", case.contract, inputs, dy)["x"])
+    assert np.isfinite(builtin).all()
+
+
+def test_print_measured():
+    """Not a check: the worst ULPs at max|exact| and at A per implementation x op x dtype x output
+    over the tests above that ran before it (pytest -s shows them)."""
+    for tag in sorted(MEASURED):
+        at_m, at_a = MEASURED[tag]
+        print(f"{tag}: {at_m:.3f} ulp at max|exact|, {at_a:.3f} at A")
