@@ -95,7 +95,7 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
 def _diagnose(outputs: dict, op: str, convention: str) -> diagnosis.Diagnosis:
     """Forward cases against the knob search, backward ones (ids naming dy=) against the catalogued
     backward bugs; the matches of both together, the best share first."""
-    backward = {cid: out for cid, out in outputs.items() if "/dy=" in cid}
+    backward = {cid: out for cid, out in outputs.items() if Case.from_id(cid).pass_ == "backward"}
     forward = {cid: out for cid, out in outputs.items() if cid not in backward}
     found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
     if backward:

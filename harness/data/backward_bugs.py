@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.ops import GRADIENT_NAMES  # the one operand -> output mapping
 
-OUTPUTS = ("dx", "dw", "dgate")
+OUTPUTS = tuple(GRADIENT_NAMES.values())
 # the operand each backward output is the gradient of (the keys backward() returns)
-OUTPUT_OPERANDS = {"dx": "x", "dw": "weight", "dgate": "gate"}
+OUTPUT_OPERANDS = {output: operand for operand, output in GRADIENT_NAMES.items()}
 ALL_DTYPES = ("float32", "bfloat16", "float16")
 
 

@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from normdiff import processes
+from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import FRAMEWORKS, to_numpy
 from normdiff.implementations.loading import load_entry
 
@@ -88,11 +89,12 @@ def handle(message: tuple) -> tuple:
     seconds = time.perf_counter() - start
     after = {**inputs.arrays, **({"dy": upstream[0]} if upstream else {})}
     if upstream:
-        problem = gradients_problem(value, inputs.arrays) or changed_inputs(before, after)
+        wanted = list(OPS[op].gradients.values())
+        problem = gradients_problem(value, wanted) or changed_inputs(before, after)
         if problem:
             return ("error", problem)
         grads = {}
-        for name in gradient_operands(inputs.arrays):
+        for name in wanted:
             out = _readable(value[name], f"the gradient of {name}")
             if isinstance(out, str):
                 return ("error", out)
@@ -124,15 +126,9 @@ def _readable(value, what: str):
     return out
 
 
-def gradient_operands(arrays: dict) -> list[str]:
-    """The operands a backward pass differentiates: the float ones (not the integer positions)."""
-    return [name for name, a in arrays.items() if a.dtype.kind not in "iub"]
-
-
-def gradients_problem(value, arrays: dict) -> str | None:
-    """What is wrong with a backward adapter's value: it must be a dict of the float operands'
-    gradients (the user adapter turns a user's tuple into one)."""
-    wanted = gradient_operands(arrays)
+def gradients_problem(value, wanted: list[str]) -> str | None:
+    """What is wrong with a backward adapter's value: it must be a dict of the gradients of the
+    operands `wanted` (the op record's; the user adapter turns a user's tuple into one)."""
     if not isinstance(value, dict):
         return f"a backward returned a {type(value).__name__}; expected the gradients of {', '.join(wanted)}"
     missing = [name for name in wanted if name not in value or value[name] is None]
