@@ -38,10 +38,10 @@ def check(*args):
 
 def agrees(result, framework, total=78):
     assert result["verdict"] == "agrees" and result["framework"] == framework, result["message"] or result["cases"]
-    # every dtype ran (bf16 crossed both ways); torch and JAX code also runs the backward pass: the
-    # suite's 46 backward rms_norm cases (dx and dw of 23 calls)
-    total += 46 if framework in ("torch", "jax") and result["rows"] and any(
-        "/dy=" in row["case_id"] for row in result["rows"]) else 0
+    # every dtype ran (bf16 crossed both ways); torch code (a module class too) also runs the backward
+    # pass: the suite's 46 backward rms_norm cases (dx and dw of 23 calls). The JAX target checked here
+    # is flax's class, which normdiff does not differentiate: the forward only.
+    total += 46 if framework == "torch" else 0
     assert result["cases"]["agree"] == result["cases"]["total"] == total
     assert result["margin"]["worst_ulp"] <= result["margin"]["budget_ulp"]
 
