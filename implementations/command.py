@@ -16,6 +16,13 @@ The protocol (README, "Checking code in another language"). For each case normdi
      F32, BF16 or F16 (normally the input dtype; another float dtype is measured as it is and the
      report says so). Other tensors and the metadata are ignored.
 
+The backward pass (`--pass backward` or `both`, given explicitly: a command is a forward unless
+it says otherwise). A backward call's input file adds `dy`, the upstream gradient (shaped like x, in
+the case dtype); the metadata's `pass` is "backward" (a forward call's is "forward") and `gradients`
+names the tensors to write, comma-separated, from the op record (`dx,dw`, `dx,dgate,dw` for the
+gated norm, `dx` for the L2 norm); NORMDIFF_PASS says the same. The command writes each gradient,
+shaped like its operand (dw like the weight: summed over rows), in F32, BF16 or F16.
+
 Tensors in the input file are laid out largest element size first (positions before the floats),
 with the data block starting 8-byte aligned, so every tensor is aligned to its element size and a C
 program may point straight into the buffer. There are no gaps between tensors (the format forbids
@@ -52,6 +59,7 @@ from normdiff.text import byte_size
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import format_of
 from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.ops import GRADIENT_NAMES, OPS, PASSES
 from normdiff.implementations.entry import Implementation
 
 PROTOCOL = "1"
@@ -279,12 +287,57 @@ def _conventions_of(op: str, contract) -> str:
                     if op in c.contracts and c.contracts[op].replace(eps=contract.eps) == contract)
 
 
-def input_metadata(op: str, contract, inputs, convention: str) -> dict[str, str]:
+def input_metadata(op: str, contract, inputs, convention: str, pass_: str = "forward") -> dict[str, str]:
     x = inputs.arrays["x"]
-    return {"normdiff_protocol": PROTOCOL, "op": op, "convention": convention,
+    meta = {"normdiff_protocol": PROTOCOL, "op": op, "convention": convention,
             "dtype": format_of(x).name, "eps": repr(float(contract.eps)),
             "num_heads": str(inputs.num_heads), "rows": str(int(np.prod(x.shape[:-1]))),
-            "width": str(x.shape[-1]), "contract": json.dumps(contract.knobs(), sort_keys=True)}
+            "width": str(x.shape[-1]), "contract": json.dumps(contract.knobs(), sort_keys=True),
+            "pass": pass_}
+    if pass_ == "backward":
+        meta["gradients"] = ",".join(_gradients(op, inputs))
+    return meta
+
+
+def _gradients(op: str, inputs) -> dict[str, str]:
+    """The backward's output tensors: gradient name -> the operand it is the gradient of (those the
+    case holds: a weightless call has no dw)."""
+    return {g: operand for g, operand in OPS[op].gradients.items() if operand in inputs.arrays}
+
+
+def _adapter(command, timeout: float, cwd: str | None, convention: str | None, pass_: str):
+    argv = split_command(command)
+    shown = shlex.join(argv)
+    workdir = os.path.abspath(cwd or os.getcwd())
+
+    def call(op, contract, inputs, dy=None):
+        problem = _program_problem(argv[0], workdir)
+        if problem:
+            raise CommandError(problem)
+        conv = convention if convention is not None else _conventions_of(op, contract)
+        metadata = input_metadata(op, contract, inputs, conv, pass_)
+        tensors = dict(inputs.arrays, **({"dy": np.asarray(dy)} if pass_ == "backward" else {}))
+        if pass_ == "backward":
+            wanted = {g: inputs.arrays[operand].shape for g, operand in _gradients(op, inputs).items()}
+        else:
+            wanted = {OUTPUT_TENSOR: inputs.arrays["x"].shape}
+        with tempfile.TemporaryDirectory(prefix="normdiff-cmd-") as tmp:
+            in_path, out_path = os.path.join(tmp, INPUT_NAME), os.path.join(tmp, OUTPUT_NAME)
+            write_file(in_path, tensors, metadata)
+            env = dict(os.environ, NORMDIFF_INPUT=in_path, NORMDIFF_OUTPUT=out_path, NORMDIFF_OP=op,
+                       NORMDIFF_CONVENTION=conv, NORMDIFF_DTYPE=metadata["dtype"],
+                       NORMDIFF_EPS=metadata["eps"], NORMDIFF_NUM_HEADS=metadata["num_heads"],
+                       NORMDIFF_PASS=pass_)
+            stdout_path, stderr_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
+            _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path, timeout)
+            out = _read_output(shown, out_path, wanted, inputs.arrays["x"].dtype, stderr_path, pass_)
+        if pass_ == "forward":
+            return out[OUTPUT_TENSOR]
+        return {operand: out[g] for g, operand in _gradients(op, inputs).items()}
+
+    call.command = shown
+    call.timeout = timeout
+    return call
 
 
 def make_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TIMEOUT),
@@ -293,30 +346,14 @@ def make_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TI
     `timeout` is the command's own limit in seconds; keep it below the runner's per-call limit
     (`command_timeout_for`). `convention` is only passed on to the command; when None the metadata
     names every convention whose contract for the op is the one given (comma-separated)."""
-    argv = split_command(command)
-    shown = shlex.join(argv)
-    workdir = os.path.abspath(cwd or os.getcwd())
+    return _adapter(command, timeout, cwd, convention, "forward")
 
-    def adapter(op, contract, inputs):
-        problem = _program_problem(argv[0], workdir)
-        if problem:
-            raise CommandError(problem)
-        x = inputs.arrays["x"]
-        conv = convention if convention is not None else _conventions_of(op, contract)
-        metadata = input_metadata(op, contract, inputs, conv)
-        with tempfile.TemporaryDirectory(prefix="normdiff-cmd-") as tmp:
-            in_path, out_path = os.path.join(tmp, INPUT_NAME), os.path.join(tmp, OUTPUT_NAME)
-            write_file(in_path, dict(inputs.arrays), metadata)
-            env = dict(os.environ, NORMDIFF_INPUT=in_path, NORMDIFF_OUTPUT=out_path, NORMDIFF_OP=op,
-                       NORMDIFF_CONVENTION=conv, NORMDIFF_DTYPE=metadata["dtype"],
-                       NORMDIFF_EPS=metadata["eps"], NORMDIFF_NUM_HEADS=metadata["num_heads"])
-            stdout_path, stderr_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
-            _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path, timeout)
-            return _read_output(shown, out_path, x, stderr_path)
 
-    adapter.command = shown
-    adapter.timeout = timeout
-    return adapter
+def make_backward_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TIMEOUT),
+                          cwd: str | None = None, convention: str | None = None):
+    """The backward adapter (op, contract, inputs, dy) -> {operand: gradient}: the same command,
+    called with dy in its input file and metadata pass=backward, writing dx, dw (, dgate)."""
+    return _adapter(command, timeout, cwd, convention, "backward")
 
 
 def _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path, timeout) -> None:
@@ -372,41 +409,52 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def output_limit(x: np.ndarray) -> int:
-    """The largest output file a case can need: a header of 1 MiB (ours take 200 bytes), `y` as
-    float32 (the widest measured dtype), and as much again for tensors the command adds (read,
-    then ignored)."""
-    return 8 + 2 ** 20 + 2 * 4 * x.size
+def output_limit(wanted: dict) -> int:
+    """The largest output file a call can need: a header of 1 MiB (ours take 200 bytes), every
+    wanted tensor as float32 (the widest measured dtype), and as much again for tensors the command
+    adds (read, then ignored)."""
+    return 8 + 2 ** 20 + 2 * 4 * sum(int(np.prod(shape)) for shape in wanted.values())
 
 
-def _read_output(shown: str, out_path: str, x: np.ndarray, stderr_path: str) -> np.ndarray:
-    layout = (f"write a safetensors file with a tensor '{OUTPUT_TENSOR}' shaped like x, {tuple(x.shape)}, "
-              f"to the last argument (also $NORMDIFF_OUTPUT)")
+def _read_output(shown: str, out_path: str, wanted: dict, dtype, stderr_path: str,
+                 pass_: str = "forward") -> dict[str, np.ndarray]:
+    """The tensors `wanted` (name -> shape) from the command's output file, each checked."""
+    names = ", ".join(f"a tensor '{n}' shaped like {_operand_of(n)}, {tuple(shape)}" for n, shape in wanted.items())
+    layout = (f"write a safetensors file with {names} to the last argument (also $NORMDIFF_OUTPUT)"
+              + (" (this is a backward call: metadata pass=backward, dy in the input)" if pass_ == "backward" else ""))
     if not os.path.exists(out_path):
         raise CommandError(f"command '{shown}' exited with status 0 but wrote no output: {layout}"
                            f"{_said(stderr_path)}")
-    entry = read_header(out_path).get(OUTPUT_TENSOR)
-    if isinstance(entry, dict) and isinstance(entry.get("shape"), list) and tuple(entry["shape"]) != x.shape:
-        raise CommandError(f"command '{shown}' wrote '{OUTPUT_TENSOR}' with shape {tuple(entry['shape'])}; "
-                           f"expected {tuple(x.shape)}, the shape of x")
+    header = read_header(out_path)
+    for name, shape in wanted.items():
+        entry = header.get(name)
+        if isinstance(entry, dict) and isinstance(entry.get("shape"), list) and tuple(entry["shape"]) != shape:
+            raise CommandError(f"command '{shown}' wrote '{name}' with shape {tuple(entry['shape'])}; "
+                               f"expected {tuple(shape)}, the shape of {_operand_of(name)}")
     try:
-        tensors, _ = read_file(out_path, max_bytes=output_limit(x))
+        tensors, _ = read_file(out_path, max_bytes=output_limit(wanted))
     except FormatError as exc:
         raise CommandError(f"command '{shown}' wrote a malformed output file: {exc}. It must {layout}: "
                            "8 bytes of little-endian header length, the JSON header, the raw data") from None
-    if OUTPUT_TENSOR not in tensors:
+    missing = [n for n in wanted if n not in tensors]
+    if missing:
         have = ", ".join(repr(k) for k in tensors) or "none"
-        raise CommandError(f"command '{shown}' wrote no tensor '{OUTPUT_TENSOR}' (its tensors: {have}); "
-                           f"name the output '{OUTPUT_TENSOR}'")
-    y = tensors[OUTPUT_TENSOR]
-    code = dtype_code(y.dtype)
-    if code not in OUTPUT_DTYPES:
-        raise CommandError(f"command '{shown}' wrote '{OUTPUT_TENSOR}' as {code}; normdiff measures "
-                           f"{', '.join(OUTPUT_DTYPES)}: write it in the input dtype, {dtype_code(x.dtype)}")
-    if y.shape != x.shape:
-        raise CommandError(f"command '{shown}' wrote '{OUTPUT_TENSOR}' with shape {tuple(y.shape)}; "
-                           f"expected {tuple(x.shape)}, the shape of x")
-    return y
+        raise CommandError(f"command '{shown}' wrote no tensor {', '.join(map(repr, missing))} (its tensors: "
+                           f"{have}); {layout}")
+    for name, shape in wanted.items():
+        code = dtype_code(tensors[name].dtype)
+        if code not in OUTPUT_DTYPES:
+            raise CommandError(f"command '{shown}' wrote '{name}' as {code}; normdiff measures "
+                               f"{', '.join(OUTPUT_DTYPES)}: write it in the input dtype, {dtype_code(dtype)}")
+        if tensors[name].shape != shape:
+            raise CommandError(f"command '{shown}' wrote '{name}' with shape {tuple(tensors[name].shape)}; "
+                               f"expected {tuple(shape)}, the shape of {_operand_of(name)}")
+    return {name: tensors[name] for name in wanted}
+
+
+def _operand_of(name: str) -> str:
+    """The operand an output tensor is shaped like: y and dx like x, dw like the weight."""
+    return "x" if name == OUTPUT_TENSOR else {g: o for o, g in GRADIENT_NAMES.items()}[name]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,7 +462,8 @@ def _read_output(shown: str, out_path: str, x: np.ndarray, stderr_path: str) -> 
 
 
 def command_implementation(command, op: str, convention: str, name: str | None = None,
-                           timeout: float = DEFAULT_WORKER_TIMEOUT, cwd: str | None = None) -> Implementation:
+                           timeout: float = DEFAULT_WORKER_TIMEOUT, cwd: str | None = None,
+                           passes=("forward",)) -> Implementation:
     """An Implementation that runs `command` (a string, split like a shell would, or a list of
     arguments) on every case of `op`@`convention`.
 
@@ -422,20 +471,25 @@ def command_implementation(command, op: str, convention: str, name: str | None =
     command itself is killed at `command_timeout_for(timeout)`, a little earlier, so that a slow
     command is reported as such and the worker survives. `cwd` (default: the current directory,
     resolved now) is where the command runs and where a relative program path is looked up.
+    `passes` are those the command implements (forward, backward or both: the protocol above).
     Unknown op or convention raise UsageError; whether the program exists is not
     checked here (see `command_problem`)."""
     argv = split_command(command)
+    if not passes or set(passes) - set(PASSES):
+        raise UsageError(f"a command implements the forward pass, the backward or both; got passes={passes!r}")
+    passes = tuple(p for p in PASSES if p in passes)
     get_contract(op, convention)  # raises ValueError naming the unknown or undefined pair
     if name is None:
         name = " ".join([os.path.basename(argv[0])] + argv[1:])
         name = name if len(name) <= 40 else name[:39] + "…"
     return Implementation(
         name=name, kind="user", framework="command",
-        entry="normdiff.implementations.command:make_adapter",
+        entry="normdiff.implementations.command:make_adapter" if "forward" in passes else "",
+        backward="normdiff.implementations.command:make_backward_adapter" if "backward" in passes else "",
         op_conventions=frozenset({(op, convention)}),
         description=f"external command: {shlex.join(argv)}",
         batch_rows=False,
         params=(("command", tuple(argv)), ("timeout", command_timeout_for(timeout)),
                 ("cwd", os.path.abspath(cwd or os.getcwd())), ("convention", convention)),
-        replay=("--command", shlex.join(argv)),
+        replay=("--command", shlex.join(argv)),  # repro gives it the pass its case id names
     )

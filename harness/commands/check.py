@@ -213,8 +213,12 @@ def _output_dtype(rows) -> str:
     other = ran[ran["output_dtype"].astype(str) != ran["dtype"].astype(str)]
     if other.empty:
         return ""
-    pairs = sorted({f"{o} for {i} input" for o, i in zip(other["output_dtype"], other["dtype"])})
-    return "returns " + ", ".join(pairs)
+    outputs = other["output"] if "output" in other else ["y"] * len(other)
+    pairs: dict[str, set] = {}
+    for o, i, name in zip(other["output_dtype"], other["dtype"], outputs):
+        pairs.setdefault(f"{o} for {i} input", set()).add(str(name))
+    # which output (dw in float32 is what training kernels return; y in float32 is a finding)
+    return "returns " + ", ".join(f"{pair} ({', '.join(sorted(names))})" for pair, names in sorted(pairs.items()))
 
 
 def _margin(ran) -> dict:

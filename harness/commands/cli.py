@@ -64,9 +64,15 @@ def _timeout_options(p) -> None:
 
 
 def _pass_option(p) -> None:
-    p.add_argument("--pass", dest="passes", choices=["forward", "backward", "both"], default="both",
+    p.add_argument("--pass", dest="passes", choices=["forward", "backward", "both"], default=None,
                    help="which pass to judge: the forward's y, the backward's gradients (dx, dw, dgate), or both "
-                        "(default: %(default)s)")
+                        "(default: both; a --command is a forward unless --pass says it also has a backward)")
+
+
+def _command_passes(asked: str | None) -> tuple[str, ...]:
+    """The passes a --command implements: the forward, unless --pass was given (the protocol's
+    backward call is one a command must be written for: implementations/command.py)."""
+    return {None: ("forward",), "both": ("forward", "backward")}.get(asked, (asked,))
 
 
 def _user_code_options(p, action=None, what: str = "") -> None:
@@ -158,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with interrupts.handled():
             args = _parser().parse_args(argv)
+            if hasattr(args, "passes"):
+                args.command_passes, args.passes = _command_passes(args.passes), args.passes or "both"
             # as the normdiff program (not called from someone's process, whose other children are
             # not ours), adopt escaped grandchildren of the workers and end them all on the way out
             own_process = argv is None
@@ -208,7 +216,7 @@ def _run(args) -> int:
     folder.check_folder(args.out)  # before any work: a run must never be computed and then lost
     if args.save_baseline:
         folder.check_file(args.save_baseline, "--save-baseline")
-    impls = api.select(args.implementations) + _with_implementations(args.withs, args.timeout)
+    impls = api.select(args.implementations) + _with_implementations(args.withs, args.timeout, args.command_passes)
     suite, base = suites.for_pass(suites.load(args.suite), args.passes), None
     if args.baseline or args.save_baseline:
         from normdiff.reports import baseline
@@ -238,7 +246,7 @@ def _run(args) -> int:
     return report.meta["exit_code"]
 
 
-def _with_implementations(withs: list[dict], timeout: float) -> list:
+def _with_implementations(withs: list[dict], timeout: float, command_passes=("forward",)) -> list:
     """The user implementations `run --with` adds; names made unique (a second rms_norm is
     called by its full target)."""
     impls, names = [], set()
@@ -247,9 +255,10 @@ def _with_implementations(withs: list[dict], timeout: float) -> list:
         missing = [flag for flag in ("op", "convention") if not spec.get(flag)]
         if missing:
             raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)} after it")
-        impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout)
+        impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout, passes=command_passes)
         if impl.name in names:
-            impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout, name=given)
+            impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout, name=given,
+                                            passes=command_passes)
         if impl.name in names:
             raise UsageError(f"--with {given} is given twice")
         names.add(impl.name)
@@ -257,9 +266,11 @@ def _with_implementations(withs: list[dict], timeout: float) -> list:
     return impls
 
 
-def user_code_implementation(spec: dict, op: str, convention: str, timeout: float, name: str | None = None):
+def user_code_implementation(spec: dict, op: str, convention: str, timeout: float, name: str | None = None,
+                             passes=("forward",)):
     """A user's target or command as an Implementation; a command that cannot start is refused
-    here, before any case runs."""
+    here, before any case runs. `passes`: those a command implements (a Python target's come from
+    its code)."""
     from normdiff.harness.commands import usercode
 
     if spec.get("command"):
@@ -271,7 +282,7 @@ def user_code_implementation(spec: dict, op: str, convention: str, timeout: floa
         problem = command_problem(spec["command"])
         if problem:
             raise usercode.TargetError(problem)
-        return command_implementation(spec["command"], op, convention, name=name, timeout=timeout)
+        return command_implementation(spec["command"], op, convention, name=name, timeout=timeout, passes=passes)
     return usercode.user_implementation(spec["target"], op, convention, spec.get("framework"), name=name,
                                         call=spec.get("call") or "", init=spec.get("init") or "",
                                         weight_attr=spec.get("weight_attr") or "")
@@ -294,7 +305,7 @@ def _repro(args) -> int:
                          + ("forward case id (without dy=/out=)" if args.passes == "forward" else
                             "backward case id (with dy=REGIME/out=dx)"))
     if not args.implementation:
-        impl = user_code_implementation(vars(args), case.op, case.convention, args.timeout)
+        impl = user_code_implementation(vars(args), case.op, case.convention, args.timeout, passes=(case.pass_,))
     replay = repro.replay(case, impl, timeout=args.timeout)
     print(repro.describe(replay))
     if args.script:
@@ -318,7 +329,8 @@ def _check(args) -> int:
         if not target:
             raise usercode.TargetError("nothing to check: give FILE.py:NAME, package.module:NAME, FILE.onnx or "
                                        "--command")
-        impl = user_code_implementation(vars(args), args.op, args.convention, args.timeout)
+        impl = user_code_implementation(vars(args), args.op, args.convention, args.timeout,
+                                        passes=args.command_passes)
         try:
             result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
                                  regimes=args.regimes, keep_calling=args.keep_calling, passes=args.passes)

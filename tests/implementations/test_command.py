@@ -340,3 +340,48 @@ def test_check_cli_fails_fast_for_a_missing_program():
     proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", "--command", "./no-such-program",
                            "--op", "rms_norm", "--convention", "qwen3"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "command './no-such-program' not found" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward pass through a command: dy in the input file, the gradients in the output
+
+BACKWARD = tuple(Case.of(c.op, c.convention, c.dtype, c.shape_text, dy="aligned", **dict(c.choices))
+                 for c in OP_CASES)
+BOTH = ("forward", "backward")
+
+
+def test_every_op_backward_reaches_the_command_and_agrees(program):
+    impls = [command_implementation(program + ["correct"], c.op, c.convention, name=f"py-{c.op}", passes=BOTH)
+             for c in OP_CASES]
+    cases = tuple(out for c in BACKWARD for out in c.outputs())
+    report = api.run_suite(Suite("bwd", "", OP_CASES + cases), impls, timeout=30.0)
+    ran = report.results[report.results["outcome"].astype(str) != "unsupported"]
+    assert len(ran) == len(OP_CASES) + len(cases)  # every output of every call, and every forward
+    assert set(ran["output"]) == {"y", "dx", "dw", "dgate"}
+    assert set(ran["outcome"].astype(str)) <= {"identical", "agree"}, ran[["case_id", "detail"]].to_string()
+
+
+def test_a_command_is_a_forward_unless_told_otherwise(program):
+    forward = command_implementation(program + ["correct"], "rms_norm", "qwen3")
+    assert forward.passes == ("forward",) and not forward.backward
+    backward = command_implementation(program + ["correct"], "rms_norm", "qwen3", passes=("backward",))
+    assert backward.passes == ("backward",) and not backward.entry
+    with pytest.raises(ValueError, match="forward pass, the backward or both"):
+        command_implementation(program + ["correct"], "rms_norm", "qwen3", passes=("sideways",))
+
+
+def test_a_backward_command_that_writes_the_wrong_gradients_says_which(program):
+    case = BACKWARD[0]
+    impls = [command_implementation(program + [m], "rms_norm", "qwen3.5", name=m, passes=("backward",))
+             for m in ("no_dw", "dw_per_row", "bwd-weight-missing")]
+    report = api.run_suite(Suite("one", "", tuple(case.outputs())), impls, timeout=30.0)
+    rows = report.results.set_index(["implementation", "output"])
+    detail, outcome = rows["detail"], rows["outcome"].astype(str)
+    assert outcome["no_dw", "dx"] == "error" and "no tensor 'dw'" in detail["no_dw", "dx"]
+    assert "a tensor 'dw' shaped like weight, (64,)" in detail["no_dw", "dx"]
+    assert "pass=backward" in detail["no_dw", "dx"]
+    assert outcome["dw_per_row", "dw"] == "error"
+    assert "'dw' with shape (4, 64); expected (64,), the shape of weight" in detail["dw_per_row", "dw"]
+    # the weight forgotten in dx: dx disagrees, dw (which never needed it) agrees
+    assert outcome["bwd-weight-missing", "dx"] == "disagree"
+    assert outcome["bwd-weight-missing", "dw"] in ("identical", "agree")

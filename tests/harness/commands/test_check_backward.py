@@ -64,3 +64,26 @@ def test_a_torch_forward_is_checked_in_both_passes():
     assert code == 0, result
     passes = {"backward" if "/dy=" in row["case_id"] else "forward" for row in result["rows"]}
     assert passes == {"forward", "backward"}
+
+
+COMMAND = f"{sys.executable} tests/fixtures/command_program.py"
+
+
+def test_a_command_backward_with_the_weight_missing_is_diagnosed_by_name():
+    code, result = check("--command", f"{COMMAND} bwd-weight-missing", "--op", "rms_norm", "--convention", "qwen3",
+                         "--pass", "backward", "--dtype", "bf16")
+    assert code == 1 and result["framework"] == "command"
+    assert result["diagnosis"][0]["bug"] == "bwd-weight-missing", result["diagnosis"]
+    assert all("/dy=" in row["case_id"] for row in result["rows"])
+    # every row replays: the command line and the backward case id
+    assert all("--command" in row["repro"] and "/out=" in row["repro"] for row in result["rows"])
+
+
+def test_a_command_is_checked_on_the_forward_unless_pass_is_given():
+    code, result = check("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
+                         "--dtype", "bf16")
+    assert code == 0 and result["rows"] and not any("/dy=" in row["case_id"] for row in result["rows"])
+    code, result = check("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
+                         "--dtype", "bf16", "--pass", "both")
+    passes = {"/dy=" in row["case_id"] for row in result["rows"]}
+    assert code == 0 and passes == {True, False}, result["verdict"]
