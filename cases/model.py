@@ -87,7 +87,7 @@ class Case:
     eps: float | None = None  # None: the convention's config eps (its contract's)
     sample: int = 0
     dy: str = ""  # a backward case's upstream-gradient regime; "" for a forward case
-    output: str = "y"  # what this case judges: y (forward), or one of the op's gradients
+    output: str = "y"  # what this case judges: a forward result (y, residual_out) or one of the op's gradients
 
     def __post_init__(self) -> None:
         record = get_op(self.op)
@@ -131,10 +131,9 @@ class Case:
         return replace(self, output=output)
 
     def outputs(self) -> list["Case"]:
-        """Every case of this call: itself for a forward case, one per gradient for a backward one."""
-        if not self.dy:
-            return [self]
-        return [self.with_output(name) for name in self.record.gradients]
+        """Every case of this call: one per result of the forward (y; a fused add's residual_out
+        too), one per gradient for a backward one."""
+        return [self.with_output(name) for name in (self.record.gradients if self.dy else self.record.results)]
 
     @cached_property
     def call_id(self) -> str:
@@ -143,8 +142,14 @@ class Case:
 
     @property
     def operand(self) -> str:
-        """The operand this case's output is the gradient of ("" for y)."""
+        """The operand this case's output is the gradient of ("" for a forward result)."""
         return self.record.gradients.get(self.output, "")
+
+    @property
+    def key(self) -> str:
+        """What this case's output is called in its call's values: the forward result's name (y,
+        residual_out), or the operand a gradient is of (x, weight, ...)."""
+        return self.operand or self.output
 
     # ---- identity ----------------------------------------------------------------------------
 
@@ -187,6 +192,8 @@ class Case:
             parts.append(f"eps={self.eps:g}")
         if self.dy:
             parts += [f"dy={self.dy}"] + ([f"out={self.output}"] if with_output else [])
+        elif with_output and self.output != "y":  # a fused add's second result; y keeps its id
+            parts.append(f"out={self.output}")
         text = "/".join(parts)
         return text + (f"#{self.sample}" if self.sample else "")
 
@@ -225,8 +232,10 @@ class Case:
                 else:
                     raise UsageError(f"case id {case_id!r}: {g['op']} takes no '{key}='; its parts are "
                                      f"{', '.join(k + '=' for k in [*keys, 'eps', 'dy', 'out'])}")
-        if "out" in grad and "dy" not in grad:
-            raise UsageError(f"case id {case_id!r}: out= names a gradient, which needs dy=REGIME before it")
+        if "out" in grad and "dy" not in grad and grad["out"] not in record.results:
+            raise UsageError(f"case id {case_id!r}: out={grad['out']} names a gradient, which needs dy=REGIME before it"
+                             + (f" ({g['op']}'s forward results: {', '.join(record.results)})"
+                                if len(record.results) > 1 else ""))
         return cls.of(g["op"], g["conv"], g["dtype"], g["shape"], g["regime"], int(g["sample"] or 0), eps,
                       grad.get("dy", ""), grad.get("out", ""), **choices)
 
@@ -259,13 +268,22 @@ class Case:
             return self.width if self.contract.weight_span == "full" else self.head_dim
         return self.width
 
-    def upstream(self, y: np.ndarray) -> np.ndarray:
-        """The upstream gradient dy of a backward case, drawn from the exact forward output `y` (float64)
-        by its regime, on its own stream, in the case dtype: the same for every output of the call."""
+    def upstream(self, y: np.ndarray, result: str = "y") -> np.ndarray:
+        """The upstream gradient of a backward case for the forward result `result` (dy for y), drawn
+        from that result's exact value (float64) by its regime, on its own stream, in the case
+        dtype: the same for every output of the call."""
         if not self.dy:
             raise ValueError(f"{self.id} is a forward case: it has no upstream gradient")
-        rng = np.random.default_rng([self.seed, DY_STREAM, _stable_hash(self.dy)])
+        extra = [] if result == "y" else [_stable_hash(result)]  # y's stream is the first version's
+        rng = np.random.default_rng([self.seed, DY_STREAM, _stable_hash(self.dy), *extra])
         return regimes.draw_gradient(self.dy, rng, y).astype(get_format(self.dtype).np_dtype)
+
+    def upstreams(self, results: dict[str, np.ndarray]):
+        """The backward call's upstream gradients from the exact forward `results` (oracle.results):
+        dy alone (an array) for a one-result op, else {result: its upstream gradient}."""
+        if len(self.record.results) == 1:
+            return self.upstream(results["y"])
+        return {name: self.upstream(results[name], name) for name in self.record.results}
 
     def inputs(self) -> CaseInputs:
         dtype = get_format(self.dtype).np_dtype
@@ -304,9 +322,10 @@ def check_size(rows: int, width: int) -> None:
 
 def _check_pass(record: Op, dy: str, output: str) -> None:
     if not dy:
-        if output != "y":
+        if output not in record.results:
             raise UsageError(f"output {output!r} is a gradient: a backward case needs dy=REGIME "
-                             f"({', '.join(regimes.GRADIENT_REGIMES)})")
+                             f"({', '.join(regimes.GRADIENT_REGIMES)})" if output in record.gradients else
+                             f"{record.name}'s forward returns {', '.join(record.results)}; got out={output!r}")
         return
     if dy not in regimes.GRADIENT_REGIMES:
         raise UsageError(unknown("gradient regime", dy, regimes.GRADIENT_REGIMES))

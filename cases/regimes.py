@@ -98,6 +98,22 @@ def _mean_shift(rng, rows, heads, dim, param):
     return float(param) + rng.standard_normal((rows, heads * dim))
 
 
+def _narrow(rng, rows, heads, dim, param):
+    # rows at mean 1000 with a small spread: LayerNorm's centring is ill-conditioned
+    # (|mean| / std = 1000 / std), so a one-pass variance E[x^2] - E[x]^2 cancels catastrophically
+    # while a two-pass one stays within rounding (the budget grows with the ratio: budgets.py)
+    return 1000.0 + float(param) * rng.standard_normal((rows, heads * dim))
+
+
+def _group_scales(rng, rows, heads, dim, param):
+    # each group of channels at its own scale, 1e-2 .. 1e2: a norm over the wrong groups (or over
+    # the whole row) weighs every group by the others' scale
+    scales = np.logspace(-2, 2, heads)
+    rng.shuffle(scales)
+    x = rng.standard_normal((rows, heads, dim)) * scales[None, :, None]
+    return x.reshape(rows, heads * dim)
+
+
 HEAD_SCALES = ("lognormal", "logspace")  # head_scales' parameter: how the heads' scales spread
 _check_head_scales = _one_of(HEAD_SCALES, "head_scales")
 
@@ -130,6 +146,10 @@ INPUT_REGIMES: dict[str, Regime] = {
         Regime("outliers", "low-precision statistics (signed per-row bias)", _outliers),
         Regime("mean_shift", "variance instead of mean square", _mean_shift, param_default="1",
                check=_number("mean_shift", "a finite number (the rows' mean)", lambda v: True, "3")),
+        Regime("narrow", "one-pass variance E[x^2] - E[x]^2 (mean 1000, std the parameter)", _narrow,
+               param_default="1", check=_number("narrow", "a positive finite number (the rows' std around 1000)",
+                                                lambda v: v > 0, "0.1")),
+        Regime("group_scales", "a grouped norm over the wrong groups", _group_scales, needs_heads=True),
         Regime("head_scales", "full-vector vs per-head QK-Norm", _head_scales, needs_heads=True,
                param_default="lognormal", check=_check_head_scales),
         Regime("zero_heads", "per-head 0/0 guards", _zero_heads, needs_heads=True),
@@ -151,6 +171,25 @@ WEIGHT_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
     "small": lambda rng, shape: rng.normal(-0.02, 0.1, shape),
     "trained": _trained,
     "large": lambda rng, shape: rng.normal(7.7, 1.0, shape),  # final-norm-like gains
+}
+
+# --- biases -----------------------------------------------------------------------------------
+
+BIAS_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
+    "zeros": lambda rng, shape: np.zeros(shape),
+    # LayerNorm biases of trained GPT-2 / Pythia checkpoints: centred near 0, spread ~0.1, a few large
+    "trained": lambda rng, shape: rng.normal(0.0, 0.1, shape) + (rng.random(shape) < 0.02) * rng.normal(0.0, 1.0, shape),
+    "large": lambda rng, shape: rng.normal(3.0, 1.0, shape),  # a bias comparable to the normalised value
+}
+
+# --- residuals (a fused add's second input; per row, like x) ------------------------------------
+# Each takes (rng, shape) with shape (rows, width).
+
+RESIDUAL_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
+    "normal": lambda rng, shape: rng.standard_normal(shape),
+    # a residual stream deep in a model is much larger than one layer's update: h's rounding to the
+    # input dtype, and a truncated residual_out, are then relative to the residual
+    "large": lambda rng, shape: 30.0 * rng.standard_normal(shape),
 }
 
 # --- gates ------------------------------------------------------------------------------------
@@ -229,7 +268,8 @@ def draw_gradient(regime: str, rng: np.random.Generator, y: Array) -> Array:
 # The tables an operand's `table` names (harness/data/ops.py). x's regimes take parameters and the
 # head layout, so x is drawn by `draw_input`.
 TABLES: dict[str, dict[str, Callable]] = {"weight": WEIGHT_REGIMES, "gate": GATE_REGIMES,
-                                          "positions": POSITION_REGIMES}
+                                          "positions": POSITION_REGIMES, "bias": BIAS_REGIMES,
+                                          "residual": RESIDUAL_REGIMES}
 
 
 def check_regime(table: str, regime: str) -> None:

@@ -378,7 +378,7 @@ def _expand(group: dict, where: str):
         except UsageError as exc:
             raise SuiteError(f"{where}: {exc}") from None
         if forward:
-            yield case
+            yield from case.outputs()  # y, and a fused add's residual_out
         for dy in dys:
             yield from replace(case, dy=dy, output=next(iter(case.record.gradients))).outputs()
 
@@ -400,6 +400,15 @@ def _make_case(op, conv, dtype, shape, regime, by_key: dict, eps, sample) -> Cas
 # ---- selecting a pass ---------------------------------------------------------------------------
 
 PASS_CHOICES = ("forward", "backward", "both")
+
+
+def one_per_call(cases) -> list:
+    """The first case of each call (a fused add's y and residual_out, a backward call's gradients
+    share one), in order."""
+    calls: dict = {}
+    for c in cases:
+        calls.setdefault(c.call_id, c)
+    return list(calls.values())
 
 
 def for_pass(suite: Suite, which: str = "both") -> Suite:

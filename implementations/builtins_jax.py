@@ -1,4 +1,5 @@
-"""flax's `nnx.RMSNorm`, the JAX-side framework built-in, as a user would construct and call it.
+"""flax's `nnx.RMSNorm` (and `nnx.LayerNorm`, its own section below), the JAX-side framework
+built-ins, as a user would construct and call them.
 
 flax computes the statistics in float32 and returns `x * (rsqrt(mean(x^2) + eps) * scale)` in the
 dtype its arguments promote to: plain gamma, one rounding (olmo2's contract, also torch's; and
@@ -115,3 +116,81 @@ def _backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray, i
 
 rms_norm_backward = functools.partial(_backward, in_dtype=False)
 rms_norm_in_dtype_backward = functools.partial(_backward, in_dtype=True)
+
+
+# ---- nnx.LayerNorm --------------------------------------------------------------------------------
+# Declared for layer_norm@torch: flax computes y = (x - mean) * (rsqrt(var + eps) * scale) + bias
+# with the biased variance, eps inside the square root, the statistics in float32 (at least) and
+# scale and bias float32 params by default: F.layer_norm's maths, the weight multiplied in float32
+# and the result rounded once (to float32 with the defaults: the same `output-dtype-promoted`
+# behaviour as nnx.RMSNorm above, returned as flax returns it). Two defaults matter:
+#   * epsilon defaults to 1e-6, torch's to 1e-5: the contract's eps is passed explicitly;
+#   * use_fast_variance=True: the variance is E[x^2] - E[x]^2 in float32 (clamped at 0), the
+#     contract's `variance_form="one_pass"`. That is the same maths (the oracle ignores the knob), so
+#     the declaration is honest, but it is the rounding the `ln-one-pass-variance` bug catalogues:
+#     rows whose |mean| >> std (the `narrow` regime) cancel catastrophically, and the harness reports
+#     it, as a user constructing nnx.LayerNorm(width) would get it. It is not switched off here.
+
+_LAYER_NORMS: dict[tuple, nnx.LayerNorm] = {}
+
+
+@nnx.jit
+def _apply_layer_norm(norm: nnx.LayerNorm, x):
+    return norm(x)
+
+
+def _layer_norm(inputs: CaseInputs, contract: Contract) -> tuple[nnx.LayerNorm, np.ndarray]:
+    """The cached nnx.LayerNorm (flax's defaults but eps) holding the case's weight and bias, tiled
+    to the width where shorter; and x."""
+    x = np.asarray(inputs.arrays["x"])
+    width = x.shape[-1]
+    key = (width, contract.eps)
+    if key not in _LAYER_NORMS:
+        _LAYER_NORMS[key] = nnx.LayerNorm(width, epsilon=contract.eps, rngs=nnx.Rngs(0))
+    norm = _LAYER_NORMS[key]
+    for name, param in (("weight", norm.scale), ("bias", norm.bias)):
+        value = np.asarray(inputs.arrays[name])
+        if value.shape[-1] != width:
+            value = np.tile(value, width // value.shape[-1])
+        param[...] = jnp.asarray(value, param.dtype)  # exact: bf16/fp16 fit in float32
+    return norm, x
+
+
+def layer_norm(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
+    norm, x = _layer_norm(inputs, contract)
+    rows = x.shape[0]
+    padded = np.pad(x, ((0, padded_rows(rows) - rows), (0, 0)))  # zero rows: finite (eps), sliced off
+    return np.array(_apply_layer_norm(norm, padded))[:rows]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _layer_norm_vjp(graphdef, state, x, dy):
+    def call(state, x):
+        return nnx.merge(graphdef, state)(x)
+
+    y, pull = jax.vjp(call, state, x)
+    if jnp.promote_types(dy.dtype, y.dtype) != y.dtype:  # as in _vjp: only a widening cast of dy
+        raise TypeError(f"dy is {dy.dtype} and the output {y.dtype}: casting would round dy")
+    dstate, dx = pull(dy.astype(y.dtype))
+    return dx, dstate["scale"][...], dstate["bias"][...]
+
+
+def layer_norm_backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict:
+    """jax.vjp through nnx.LayerNorm: {"x", "weight", "bias"}; dx in x's dtype, dscale and dbias in
+    the params' (float32 with flax's defaults), folded back over the tiles of a shorter operand."""
+    norm, x = _layer_norm(inputs, contract)
+    dy = np.asarray(dy)
+    if dy.shape != x.shape:
+        raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
+    graphdef, state = nnx.split(norm)
+    rows = x.shape[0]
+    padded = padded_rows(rows)  # padded as in _backward (jax_own.backward says why dscale stays exact)
+    dx, dscale, dbias = _layer_norm_vjp(graphdef, state, pad_nonzero(x, padded),
+                                        np.pad(dy, ((0, padded - rows), (0, 0))))
+    out = {"x": np.array(np.asarray(dx)[:rows])}
+    for name, grad in (("weight", dscale), ("bias", dbias)):
+        grad, length = np.asarray(grad), np.asarray(inputs.arrays[name]).shape[-1]
+        if grad.shape[-1] != length:  # fold the tiled copies back onto the case's operand
+            grad = grad.astype(np.float32).reshape(-1, length).sum(axis=0).astype(grad.dtype)
+        out[name] = np.array(grad)
+    return out

@@ -7,12 +7,15 @@ A template is a Python call expression, parsed with `ast` and never evaluated as
     Cls(dim, epsilon=eps, dtype=dtype)               --init, for a class
 
 The callee's name is free (f, Cls, anything); each argument is one of the names the op provides (its
-inputs and parameters: x, weight, gate, positions, eps, num_heads; and dim, width, head_dim, dtype)
+inputs and parameters: x, residual, weight, bias, gate, positions, eps, num_heads, group_size; and dim,
+width, head_dim, dtype; an explicit backward's template, the call after dy, also the further upstream
+gradients: a fused add's dresidual_out)
 or a constant (a number, a string, True / False / None, or a tuple of them). Keyword-only parameters
 take keywords; `*args` and `**kwargs`, attribute access, calls and operators are refused.
 
 Without a template the op's inputs are bound to the function's parameters by name, through ALIASES
-(keras' `scale` is the weight, its `epsilon` the eps), so that a library function is called as it is.
+(keras' `scale` is the weight, its `epsilon` the eps, its `beta` the bias), so that a library function
+is called as it is.
 Imports nothing from normdiff but the errors and the op records (it runs inside workers).
 """
 from __future__ import annotations
@@ -32,15 +35,21 @@ EXTRA_NAMES = {"dim": "the normalised span (head_dim per head, the row otherwise
 # parameter names that usually mean each input (first: the name normdiff calls it)
 ALIASES = {
     "x": ("x", "input", "inputs", "hidden_states", "hidden_state", "a", "tensor", "data", "X"),
+    "residual": ("residual", "res", "skip", "residual_in"),
     "weight": ("weight", "scale", "gamma", "w", "g", "norm_weight"),
+    "bias": ("bias", "beta", "b"),
     "gate": ("gate", "z", "gating"),
     "positions": ("positions", "position_ids", "pos", "position"),
     "num_heads": ("num_heads", "n_heads", "heads", "nheads", "n_head"),
+    "group_size": ("group_size", "groupsize", "group"),
     "eps": ("eps", "epsilon", "variance_epsilon", "norm_eps", "rms_norm_eps", "layer_norm_eps", "variance_eps"),
+    # a fused add's second upstream gradient (of residual_out), which its explicit backward takes after dy
+    "dresidual_out": ("dresidual_out", "d_residual_out", "dres", "dh"),
     "dim": ("dim", "dims", "hidden_size", "normalized_shape", "d_model", "num_features", "features", "size",
             "n_embd", "embed_dim", "hidden_dim", "channels", "normalized_dim"),
 }
-# positional parameters that must not receive an op input by position (they mean something else)
+# positional parameters that must not receive another op input by position (they mean something
+# else; a `bias` takes the op's own bias, where it has one)
 CONFLICTS = ("axis", "dim", "axes", "bias", "dtype", "keepdims", "keepdim", "p", "ord", "out")
 
 
@@ -102,8 +111,16 @@ def parse(text: str, allowed: set[str]) -> Template:
     return Template(text, tuple(arg(a) for a in call.args), tuple((k.arg, arg(k.value)) for k in call.keywords))
 
 
-def names_for(record: Op) -> set[str]:
-    return set(record.call) | set(EXTRA_NAMES)
+def names_for(record: Op, backward: bool = False) -> set[str]:
+    """The names a template for the op may use; `backward`: an explicit backward's, whose call
+    after dy also takes the further upstream gradients (a fused add's dresidual_out)."""
+    return set(backward_rest(record) if backward else record.call) | set(EXTRA_NAMES)
+
+
+def backward_rest(record: Op) -> tuple[str, ...]:
+    """What an explicit backward takes after dy: the further upstream gradients, then the forward's
+    call (the op record's backward_call without its first entry)."""
+    return record.backward_call[1:]
 
 
 def parameters(fn) -> list[inspect.Parameter] | None:
@@ -153,28 +170,33 @@ def _default(node):
         return ast.unparse(node)
 
 
-def default_call(fn, record: Op, shown: str) -> Template:
+def default_call(fn, record: Op, shown: str, call: tuple[str, ...] | None = None,
+                 signature: str | None = None) -> Template:
     """The call normdiff makes without --call: by position in the op's order when the parameters
     there do not say they mean something else (`axis`, `bias`, or another input's name), by name
-    (through ALIASES) otherwise; a TypeError that shows the --call to write when neither fits."""
+    (through ALIASES) otherwise; a TypeError that shows the --call to write when neither fits.
+    `call` (default the op's) is the names to bind, in order, and `signature` how the error shows
+    them (an explicit backward's: `backward_rest`, after dy)."""
+    call = record.call if call is None else tuple(call)
+    signature = signature or record.signature
     params = parameters(fn)
     if params is None or any(p.kind == p.VAR_POSITIONAL for p in params):
-        return Template(record.signature, tuple(Arg(n) for n in record.call), ())
+        return Template(signature, tuple(Arg(n) for n in call), ())
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    shorter = [record.call[:len(record.call) - len(record.optional)]] if record.optional else []
-    for names in [record.call] + shorter:
+    shorter = [call[:len(call) - len(record.optional)]] if record.optional else []
+    for names in [call] + shorter:
         if len(required) <= len(names) <= len(positional) and _positions_agree(positional, names):
-            return Template(record.signature, tuple(Arg(n) for n in names), ())
-    by_name = _bind_by_name(params, record.call)
-    complete = "x" in by_name and all(n in by_name for n in record.call if n != "eps" and n not in record.optional)
+            return Template(signature, tuple(Arg(n) for n in names), ())
+    by_name = _bind_by_name(params, call)
+    complete = "x" in by_name and all(n in by_name for n in call if n != "eps" and n not in record.optional)
     if complete and all(p.name in by_name.values() for p in required):
         return _keyword_template(params, by_name)
     shown_params = ", ".join(p.name for p in params)
-    suggestion = suggest(params, record)
+    suggestion = suggest(params, record, call)
     raise TypeError(f"{shown}({shown_params}) has the wrong signature for {record.name}: normdiff calls "
-                    f"{record.signature}" + (f"; say how to call it with --call '{suggestion}'" if suggestion else
-                                             "; say how to call it with --call, e.g. --call 'f(x, weight, eps=eps)'"))
+                    f"{signature}" + (f"; say how to call it with --call '{suggestion}'" if suggestion else
+                                      "; say how to call it with --call, e.g. --call 'f(x, weight, eps=eps)'"))
 
 
 def _meaning(param_name: str) -> str | None:
@@ -186,7 +208,7 @@ def _positions_agree(positional, names) -> bool:
     """Whether passing `names` by position is safe: no parameter there means something else."""
     for param, name in zip(positional, names):
         meaning = _meaning(param.name)
-        if param.name in CONFLICTS or (meaning is not None and meaning != name):
+        if meaning != name and (param.name in CONFLICTS or meaning is not None):
             return False
     return True
 
@@ -216,10 +238,10 @@ def _bind_by_name(params, wanted) -> dict[str, str]:
     return found
 
 
-def suggest(params, record: Op) -> str:
-    """A --call template that binds what the names allow and passes None to other required
-    parameters (a reasonable first guess to show the user)."""
-    by_name = _bind_by_name(params, record.call)
+def suggest(params, record: Op, call: tuple[str, ...] | None = None) -> str:
+    """A --call template that binds what the names allow (of `call`, default the op's) and passes
+    None to other required parameters (a reasonable first guess to show the user)."""
+    by_name = _bind_by_name(params, record.call if call is None else call)
     parts = []
     for p in params:
         if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):

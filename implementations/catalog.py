@@ -13,7 +13,7 @@ def hf_implementations() -> list[Implementation]:
     # tokens, and nothing mixes tokens before q_norm (hf.py explains).
     # They share the torch worker (frameworks/torch.py says why).
     # The backward pass: autograd through the same layers (hf.py).
-    return [Implementation(f"hf-{family.convention}", "model", "torch", f"normdiff.implementations.hf:{attr}",
+    return [Implementation(f"hf-{family.label}", "model", "torch", f"normdiff.implementations.hf:{attr}",
                            frozenset((op, family.convention) for op in family.ops()), family.description(),
                            requires=("transformers",), batch_rows=True,
                            backward=f"normdiff.implementations.hf:{attr}.backward")
@@ -32,6 +32,13 @@ def builtin_implementations() -> list[Implementation]:
         Implementation("torch-nn.RMSNorm", "framework", "torch", torch_entry + "module_rms_norm",
                        one_rounding, "torch.nn.RMSNorm, weight in the case dtype", batch_rows=True,
                        backward=torch_entry + "module_rms_norm_backward"),
+        # F.layer_norm's own semantics (builtins.py says why not cohere / olmo)
+        Implementation("torch-F.layer_norm", "framework", "torch", torch_entry + "functional_layer_norm",
+                       frozenset({("layer_norm", "torch")}), "torch.nn.functional.layer_norm (eps 1e-5)",
+                       batch_rows=True, backward=torch_entry + "functional_layer_norm_backward"),
+        Implementation("torch-nn.LayerNorm", "framework", "torch", torch_entry + "module_layer_norm",
+                       frozenset({("layer_norm", "torch")}), "torch.nn.LayerNorm, weight and bias in the case dtype",
+                       batch_rows=True, backward=torch_entry + "module_layer_norm_backward"),
         Implementation("torch-F.normalize", "framework", "torch", torch_entry + "normalize",
                        frozenset({("l2_norm", "torch")}), "torch.nn.functional.normalize (p=2, eps 1e-12)",
                        batch_rows=True, backward=torch_entry + "normalize_backward"),
@@ -41,6 +48,12 @@ def builtin_implementations() -> list[Implementation]:
         Implementation("flax-rmsnorm-dtype", "framework", "jax", flax_entry + "rms_norm_in_dtype",
                        one_rounding, "flax.nnx.RMSNorm(dtype=param_dtype=input dtype)",
                        requires=("flax",), batch_rows=True, backward=flax_entry + "rms_norm_in_dtype_backward"),
+        # flax's defaults but eps: its fast (one-pass) variance included (builtins_jax.py says why)
+        Implementation("flax-layernorm", "framework", "jax", flax_entry + "layer_norm",
+                       frozenset({("layer_norm", "torch")}),
+                       "flax.nnx.LayerNorm with its defaults but eps (one-pass variance; returns float32 "
+                       "for bf16/fp16 input)", requires=("flax",), batch_rows=True,
+                       backward=flax_entry + "layer_norm_backward"),
     ]
 
 

@@ -14,14 +14,19 @@ The protocol (README, "Checking code in another language"). For each case normdi
      NORMDIFF_DTYPE, NORMDIFF_EPS and NORMDIFF_NUM_HEADS; stdin is empty;
   3. reads OUTPUT_PATH, a safetensors file the command wrote with a tensor `y` shaped like `x` in
      F32, BF16 or F16 (normally the input dtype; another float dtype is measured as it is and the
-     report says so). Other tensors and the metadata are ignored.
+     report says so). An op with several results writes each of them, by name, shaped like x: a
+     fused add (add_rms_norm, inputs `x`, `residual`, `weight`) writes `y` and `residual_out`
+     (the metadata's `results` lists them, comma-separated: `y` for every other op). Other
+     tensors and the metadata are ignored.
 
 The backward pass (`--pass backward` or `both`, given explicitly: a command is a forward unless
-it says otherwise). A backward call's input file adds `dy`, the upstream gradient (shaped like x, in
-the case dtype); the metadata's `pass` is "backward" (a forward call's is "forward") and `gradients`
-names the tensors to write, comma-separated, from the op record (`dx,dw`, `dx,dgate,dw` for the
-gated norm, `dx` for the L2 norm); NORMDIFF_PASS says the same. The command writes each gradient,
-shaped like its operand (dw like the weight: summed over rows), in F32, BF16 or F16.
+it says otherwise). A backward call's input file adds the upstream gradients, one per result, each
+shaped like x, in the case dtype: `dy` (of y), and a fused add's `dresidual_out` (of residual_out);
+the metadata's `pass` is "backward" (a forward call's is "forward"), `upstreams` lists the
+upstream tensors (`dy`, or `dy,dresidual_out`) and `gradients` names the tensors to write,
+comma-separated, from the op record (`dx,dw`, `dx,dgate,dw` for the gated norm, `dx` for the L2
+norm, `dx,dresidual,dw` for the fused add); NORMDIFF_PASS says the same. The command writes each
+gradient, shaped like its operand (dw like the weight: summed over rows), in F32, BF16 or F16.
 
 Tensors in the input file are laid out largest element size first (positions before the floats),
 with the data block starting 8-byte aligned, so every tensor is aligned to its element size and a C
@@ -293,10 +298,22 @@ def input_metadata(op: str, contract, inputs, convention: str, pass_: str = "for
             "dtype": format_of(x).name, "eps": repr(float(contract.eps)),
             "num_heads": str(inputs.num_heads), "rows": str(int(np.prod(x.shape[:-1]))),
             "width": str(x.shape[-1]), "contract": json.dumps(contract.knobs(), sort_keys=True),
-            "pass": pass_}
+            "pass": pass_, "results": ",".join(OPS[op].results)}
     if pass_ == "backward":
+        meta["upstreams"] = ",".join(OPS[op].upstreams)
         meta["gradients"] = ",".join(_gradients(op, inputs))
     return meta
+
+
+def _upstream_tensors(op: str, dy) -> dict[str, np.ndarray]:
+    """A backward call's upstream gradients by their tensor names: dy (of y), d<result> for each
+    further result (a fused add's dresidual_out); `dy` is one array, or {result: array}."""
+    record = OPS[op]
+    given = dict(dy) if isinstance(dy, dict) else {"y": dy}
+    missing = [r for r in record.results if r not in given]
+    if missing:
+        raise ValueError(f"a backward call of {op} needs an upstream gradient of {', '.join(missing)}")
+    return {name: np.asarray(given[r]) for name, r in zip(record.upstreams, record.results)}
 
 
 def _gradients(op: str, inputs) -> dict[str, str]:
@@ -316,11 +333,11 @@ def _adapter(command, timeout: float, cwd: str | None, convention: str | None, p
             raise CommandError(problem)
         conv = convention if convention is not None else _conventions_of(op, contract)
         metadata = input_metadata(op, contract, inputs, conv, pass_)
-        tensors = dict(inputs.arrays, **({"dy": np.asarray(dy)} if pass_ == "backward" else {}))
+        tensors = dict(inputs.arrays, **(_upstream_tensors(op, dy) if pass_ == "backward" else {}))
         if pass_ == "backward":
             wanted = {g: inputs.arrays[operand].shape for g, operand in _gradients(op, inputs).items()}
-        else:
-            wanted = {OUTPUT_TENSOR: inputs.arrays["x"].shape}
+        else:  # y, and any further result (a fused add's residual_out), each shaped like x
+            wanted = {name: inputs.arrays["x"].shape for name in OPS[op].results}
         with tempfile.TemporaryDirectory(prefix="normdiff-cmd-") as tmp:
             in_path, out_path = os.path.join(tmp, INPUT_NAME), os.path.join(tmp, OUTPUT_NAME)
             write_file(in_path, tensors, metadata)
@@ -332,7 +349,8 @@ def _adapter(command, timeout: float, cwd: str | None, convention: str | None, p
             _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path, timeout)
             out = _read_output(shown, out_path, wanted, inputs.arrays["x"].dtype, stderr_path, pass_)
         if pass_ == "forward":
-            return out[OUTPUT_TENSOR]
+            results = OPS[op].results
+            return out[OUTPUT_TENSOR] if len(results) == 1 else tuple(out[name] for name in results)
         return {operand: out[g] for g, operand in _gradients(op, inputs).items()}
 
     call.command = shown
@@ -342,7 +360,8 @@ def _adapter(command, timeout: float, cwd: str | None, convention: str | None, p
 
 def make_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TIMEOUT),
                  cwd: str | None = None, convention: str | None = None):
-    """The adapter (op, contract, inputs) -> y that runs `command` once per call (protocol above).
+    """The adapter (op, contract, inputs) -> y (a fused add: (y, residual_out)) that runs `command`
+    once per call (protocol above).
     `timeout` is the command's own limit in seconds; keep it below the runner's per-call limit
     (`command_timeout_for`). `convention` is only passed on to the command; when None the metadata
     names every convention whose contract for the op is the one given (comma-separated)."""
@@ -352,7 +371,8 @@ def make_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TI
 def make_backward_adapter(command, timeout: float = command_timeout_for(DEFAULT_WORKER_TIMEOUT),
                           cwd: str | None = None, convention: str | None = None):
     """The backward adapter (op, contract, inputs, dy) -> {operand: gradient}: the same command,
-    called with dy in its input file and metadata pass=backward, writing dx, dw (, dgate)."""
+    called with dy (and a fused add's dresidual_out: dy is then {result: gradient}) in its input
+    file and metadata pass=backward, writing dx, dw (, dgate; a fused add's dx, dresidual, dw)."""
     return _adapter(command, timeout, cwd, convention, "backward")
 
 
@@ -453,8 +473,10 @@ def _read_output(shown: str, out_path: str, wanted: dict, dtype, stderr_path: st
 
 
 def _operand_of(name: str) -> str:
-    """The operand an output tensor is shaped like: y and dx like x, dw like the weight."""
-    return "x" if name == OUTPUT_TENSOR else {g: o for o, g in GRADIENT_NAMES.items()}[name]
+    """The operand an output tensor is shaped like: y (and every result) and dx like x, dw like the
+    weight, dresidual like the residual."""
+    gradients = {g: o for o, g in GRADIENT_NAMES.items()}
+    return gradients.get(name, "x")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,12 +9,24 @@ the worker reports as `unavailable` with that reason: nothing is skipped silentl
 
 How each op reaches the real code (weights are parameters in the case dtype, as in a model loaded
 in that dtype, and receive the case's exact bits):
-  rms_norm        the family's RMSNorm class (Qwen3RMSNorm, Qwen3_5RMSNorm, Olmo2RMSNorm, ...).
+  rms_norm        the family's RMSNorm class (Qwen3RMSNorm, Qwen3_5RMSNorm, Olmo2RMSNorm,
+                  Gemma3nRMSNorm, DeepseekV3RMSNorm, ...).
   gated_rms_norm  the RMSNormGated class (Qwen3.5, Qwen3-Next linear attention).
+  group_gated_rms_norm  the Mamba2 mixer's grouped gated norm (MambaRMSNormGated, and Bamba's,
+                  Zamba2's and NemotronH's copies of it), built as Cls(width, group_size=width //
+                  groups, eps=eps) (the case's heads are the groups) and called forward(x, gate).
+  layer_norm      the family's LayerNorm class: CohereLayerNorm(width, eps=eps) holds a weight and
+                  no bias; OlmoLayerNorm(width) holds neither and hard-codes eps=1e-5 (a case with
+                  another eps is refused). An operand the class has no parameter for must hold the
+                  identity (weight all ones, bias all zeros), else the call is refused with a
+                  ValueError naming the class and the operand; it is then applied after the class
+                  (y * w + b, exact on the identity, so the output keeps the class's bits), which
+                  gives autograd its gradient (`Identity`).
   l2_norm         the modeling module's `l2norm` function, called as the model calls it: the gated
                   delta rule upcasts q and k to float32 before `l2norm` (both the chunked and the
                   recurrent path), so x is upcast here too and the float32 result rounded to the
                   case dtype for comparison. (`l2norm` itself computes in its input's dtype.)
+                  Llama4's weightless Llama4TextL2Norm(eps=eps) is a class, called on x.
   qk_norm         through the real attention module: an `XxxAttention` built from a small config
                   (hidden = heads * head_dim, as many key/value heads as query heads, no bias, eps
                   from the contract, eager attention), with q_proj and k_proj made exact identities
@@ -24,9 +36,9 @@ in that dtype, and receive the case's exact bits):
                   rows is safe). Forward hooks capture q_norm's and k_norm's input and output; the
                   input must equal x bit for bit (the identity really is exact, checked on every
                   call) and k's output must equal q's (same weight); q's output is returned. This
-                  exercises the real reshape to heads (per head for Qwen3/Qwen3.5/Qwen3-Next/Gemma3,
-                  the full H*D vector for OLMo2). Qwen3.5 and Qwen3-Next have a gated q_proj that
-                  emits (query, gate) per head: its identity puts x in each head's query half and
+                  exercises the real reshape to heads (per head for Qwen3/Qwen3.5/Qwen3-Next/Gemma3/
+                  Gemma3n, the full H*D vector for OLMo2). Qwen3.5 and Qwen3-Next have a gated q_proj
+                  that emits (query, gate) per head: its identity puts x in each head's query half and
                   zeros in the gate half, still an exact selection, so these run through the
                   attention module too. Position embeddings are position 0 (cos 1, sin 0) and the
                   mask is causal; both act after the hooks, so neither changes the result.
@@ -37,6 +49,7 @@ in that dtype, and receive the case's exact bits):
                   into the attention, and the modeling module's own `apply_rotary_pos_emb` is applied
                   to the hooked q_norm output in the attention's layout (batch, heads, tokens, D):
                   the same call, on the same tensors, that the attention makes next.
+How a class is built and which operands it holds is the family table's `Part` (init, params, eps).
 An identity matmul is exact in float32, bfloat16 and float16: each output is one product x * 1 plus
 exact zeros (PyTorch's CPU kernels accumulate in float32 or wider), so q_norm sees exactly x. One
 exception, measured with torch 2.13 CPU: the bf16 GEMM flushes bf16 *subnormals* (|x| < 2^-126,
@@ -76,7 +89,10 @@ from normdiff.harness.data.ops import OPS  # noqa: E402
 from normdiff.implementations.frameworks.torch import autograd_vjp, fold  # noqa: E402
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch  # noqa: E402
 from normdiff.implementations.hf_families import (  # noqa: E402
-    ATTENTION, FAMILIES, FLOAT32_FUNCTION, MODULE, ROTARY_ATTENTION, Family)
+    ATTENTION, FAMILIES, FLOAT32_FUNCTION, MODULE, ROTARY_ATTENTION, Family, Part)
+
+# every family the adapters serve, by registry attribute (hf_families.py says why two tables)
+_ALL = FAMILIES
 
 
 def transformers_version() -> str:
@@ -105,10 +121,10 @@ _LOADED: dict[str, "FamilyAdapter"] = {}
 
 def __getattr__(name: str):
     """`hf.qwen3` etc.: the family's adapter, imported on first access (PEP 562)."""
-    if name not in FAMILIES:
+    if name not in _ALL:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _LOADED:
-        _LOADED[name] = load(FAMILIES[name])
+        _LOADED[name] = load(_ALL[name])
     return _LOADED[name]
 
 
@@ -151,6 +167,30 @@ def causal_mask(tokens: int, dtype: torch.dtype) -> torch.Tensor:
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal values, NaN where NaN (torch.equal treats NaN as unequal)."""
     return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands a class has no parameter for
+
+
+class Identity:
+    """A parameter operand that a MODULE class lacks (CohereLayerNorm's bias, OlmoLayerNorm's weight
+    and bias): the case must hold the identity, which is then applied after the class, in the case
+    dtype and in the contract's order (y * (offset + w), then + b). Both are exact on the identity
+    (y * 1, y + 0; only a -0 output becomes +0), so the output keeps the class's bits, and autograd
+    through them gives the operand's gradient (dw = sum over rows of dy * y, db = sum of dy) as a
+    model that followed the class with that affine would train it."""
+
+    def __init__(self, otherwise: str, identity: str, is_identity, apply):
+        self.otherwise, self.identity, self.is_identity, self.apply = otherwise, identity, is_identity, apply
+
+
+IDENTITIES = {
+    "weight": Identity("not all ones (offset + w)", "ones",
+                       lambda w, c: bool((w.double() + c.weight_offset == 1).all()),
+                       lambda y, w, c: y * (w + c.weight_offset if c.weight_offset else w)),
+    "bias": Identity("nonzero", "zeros", lambda b, c: bool((b == 0).all()), lambda y, b, c: y + b),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,12 +238,13 @@ class FamilyAdapter:
         tokens = a["x"].shape[0]
         attended = self.family.ops()[op].how in (ATTENTION, ROTARY_ATTENTION)
         q_input = {} if attended else None
+        held = self.held(op)
         leaves = {}  # in the operands' order
         for name, t in a.items():
             if not t.is_floating_point():
                 continue
-            if name == "weight":  # the case weight is copied into the real parameter: its gradient
-                leaves[name] = self.weight_parameter(op, contract, a["x"], inputs.num_heads)
+            if name in held:  # the case's bits are copied into the real parameter: its gradient
+                leaves[name] = self.parameter(op, name, contract, a["x"], inputs.num_heads)
             elif name == "x" and attended:
                 leaves[name] = None  # q_norm's input, made a leaf during the forward
             else:
@@ -241,19 +282,44 @@ class FamilyAdapter:
                                      contract.rope_theta, q_input)
         if how != MODULE:
             raise ValueError(f"{self.family.convention}'s {op} is called as {how!r}, which hf.py does not know")
-        norm = self.norm(op, a["x"].shape[-1], contract.eps, a["x"].dtype)
-        with torch.no_grad():
-            norm.weight.copy_(a["weight"])
-        return norm(*(a[name] for name in OPS[op].module_call))
+        return self.module_forward(op, contract, a, heads)
 
-    def weight_parameter(self, op: str, contract: Contract, x: torch.Tensor, heads: int) -> torch.nn.Parameter:
-        """The parameter `forward` copies the case weight into: the norm's weight, or q_norm's."""
+    def module_forward(self, op: str, contract: Contract, a: dict[str, torch.Tensor], heads: int) -> torch.Tensor:
+        """A MODULE part: the class built from its `init`, the operands it holds copied into its
+        parameters, forward(*the op's module_call), then the identities of those it lacks."""
+        part = self.family.ops()[op]
+        lacks = part.lacks(OPS[op].inputs)
+        for name in lacks:  # refused before anything runs: the class cannot apply them
+            if not IDENTITIES[name].is_identity(a[name], contract):
+                raise ValueError(f"{part.name} has no {name} parameter, so it cannot apply this case's {name}, "
+                                 f"which is {IDENTITIES[name].otherwise}; run it with {name} "
+                                 f"{IDENTITIES[name].identity}")
+        norm = self.norm(op, a["x"].shape[-1], heads, contract.eps, a["x"].dtype)
+        with torch.no_grad():
+            for name in part.holds(OPS[op].inputs):
+                getattr(norm, name).copy_(a[name])
+        y = norm(*(a[name] for name in OPS[op].module_call))
+        for name in lacks:  # in operand order: the weight, then the bias (the contract's y * w + b)
+            y = IDENTITIES[name].apply(y, a[name], contract)
+        return y
+
+    def held(self, op: str) -> tuple[str, ...]:
+        """The operands whose bits go into a real parameter (whose gradient is that parameter's)."""
+        part = self.family.ops()[op]
+        if part.how == MODULE:
+            return part.holds(OPS[op].inputs)
+        return ("weight",) if part.how in (ATTENTION, ROTARY_ATTENTION) else ()
+
+    def parameter(self, op: str, name: str, contract: Contract, x: torch.Tensor, heads: int) -> torch.nn.Parameter:
+        """The parameter `forward` copies operand `name` into: the norm's, or q_norm's weight."""
         if self.family.ops()[op].how == MODULE:
-            return self.norm(op, x.shape[-1], contract.eps, x.dtype).weight
+            return getattr(self.norm(op, x.shape[-1], heads, contract.eps, x.dtype), name)
         return self.attention(heads, x.shape[-1] // heads, contract.eps, x.dtype).q_norm.weight
 
-    def norm(self, op: str, width: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
-        return self.module((op, width, eps, dtype), lambda: self.part(op)(width, eps=eps).to(dtype))
+    def norm(self, op: str, width: int, heads: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
+        part = self.family.ops()[op]
+        return self.module((op, width, heads, eps, dtype), lambda: build(self.parts[part.name], part, width,
+                                                                         heads, eps).to(dtype))
 
     def attention(self, heads: int, head_dim: int, eps: float, dtype: torch.dtype) -> torch.nn.Module:
         f = self.family
@@ -340,6 +406,18 @@ class FamilyAdapter:
         if self.family.heads_first:
             t = t.transpose(1, 2)
         return t.reshape(tokens, -1)
+
+
+def build(cls, part: Part, width: int, groups: int, eps: float) -> torch.nn.Module:
+    """cls built from the part's `init`: width positionally, group_size and eps by keyword. A class
+    that hard-codes its eps (no "eps" in init) is built only for a case with that eps."""
+    if part.eps is not None and eps != part.eps:
+        raise ValueError(f"{part.name} hard-codes eps={part.eps:g}; this case asks for eps={eps:g}")
+    if "group_size" in part.init and width % groups:
+        raise ValueError(f"{part.name}: width {width} does not split into {groups} groups")
+    values = {"width": width, "group_size": width // groups, "eps": eps}
+    args = [values["width"]] if "width" in part.init else []
+    return cls(*args, **{name: values[name] for name in part.init if name != "width"})
 
 
 def fit_weight(weight: torch.Tensor, param: torch.Tensor, heads: int) -> torch.Tensor:

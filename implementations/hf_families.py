@@ -7,17 +7,59 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from normdiff.harness.data.ops import OPS  # pure data too
+
 # how a part is called (hf.py has one method per way)
-MODULE = "module"  # a norm class built as Cls(width, eps=eps), forward(*the op's module_call)
+MODULE = "module"  # a norm class built from its `init` (Cls(width, eps=eps)), forward(*the op's module_call)
 FLOAT32_FUNCTION = "float32_function"  # f(x.float(), dim=-1, eps=eps), as the gated delta rule calls l2norm
 ATTENTION = "attention"  # q_norm / k_norm hooked inside the family's attention class
 ROTARY_ATTENTION = "rotary_attention"  # the attention path, then the family's RoPE on q_norm's output
 
+# what a MODULE class's constructor receives, in this order: "width" positionally (x's last axis),
+# the rest by keyword: "group_size" (width // the case's groups, on its head axis), "eps"
+INIT_ARGS = ("width", "group_size", "eps")
+# the op's per-case float operands a class can hold as parameters of the same name
+PARAMETERS = ("weight", "bias")
+
 
 @dataclass(frozen=True)
 class Part:
+    """One class or function of a family, and how it is called.
+
+    init    (MODULE) the constructor's arguments, from INIT_ARGS: Cls(width, eps=eps) by default,
+            Cls(width, group_size=..., eps=eps) for a grouped norm, Cls(eps=eps) for a weightless
+            one, Cls(width) for a class that hard-codes its eps.
+    params  (MODULE) which of the op's parameter operands (weight, bias) the class holds; None: all
+            the op has. Each held one gets the case's bits copied in. One the class lacks must be the
+            identity (offset + weight all ones, bias all zeros), which the adapter applies after the
+            class (exact, so the output keeps the class's bits, and autograd gives its gradient);
+            a case with any other value is refused, naming the class and the operand.
+    eps     the eps a class without an "eps" argument hard-codes; a case with another is refused.
+    """
+
     name: str  # the name in the modeling module
     how: str
+    init: tuple[str, ...] = ("width", "eps")
+    params: tuple[str, ...] | None = None
+    eps: float | None = None
+
+    def __post_init__(self) -> None:
+        if any(arg not in INIT_ARGS for arg in self.init):
+            raise ValueError(f"{self.name}: init {self.init} names arguments outside {INIT_ARGS}")
+        if self.params is not None and any(p not in PARAMETERS for p in self.params):
+            raise ValueError(f"{self.name}: params {self.params} names operands outside {PARAMETERS}")
+        if ("eps" in self.init) == (self.eps is not None):
+            raise ValueError(f"{self.name}: give eps exactly when the class takes no eps argument")
+
+    def holds(self, operands: tuple[str, ...]) -> tuple[str, ...]:
+        """The op's parameter operands (of `operands`) that this class holds as parameters."""
+        present = tuple(o for o in operands if o in PARAMETERS)
+        return present if self.params is None else tuple(o for o in present if o in self.params)
+
+    def lacks(self, operands: tuple[str, ...]) -> tuple[str, ...]:
+        """The op's parameter operands the class has no parameter for (applied as identities)."""
+        held = self.holds(operands)
+        return tuple(o for o in operands if o in PARAMETERS and o not in held)
 
 
 @dataclass(frozen=True)
@@ -35,24 +77,46 @@ class Family:
     apply_rope: str = "apply_rotary_pos_emb"  # the modeling module's RoPE function
     gated_query: bool = False  # q_proj emits (query, gate) per head (Qwen3.5, Qwen3-Next)
     heads_first: bool = False  # q_norm sees (batch, heads, tokens, head_dim) (Gemma3)
+    # (op, Part) for the ops the fields above do not cover, or where their default way does not fit
+    # (a LayerNorm without a bias, a grouped norm's constructor, a weightless L2 norm class); these
+    # override the fields' parts for the same op
+    parts: tuple[tuple[str, Part], ...] = ()
+    # the implementation is hf-<name>; "" : hf-<convention> (a second family on one convention needs
+    # its own name)
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.convention
 
     def ops(self) -> dict[str, Part]:
         """op -> the part that implements it, for the ops this family has."""
         parts = {"rms_norm": Part(self.norm, MODULE), "gated_rms_norm": Part(self.gated, MODULE),
                  "l2_norm": Part(self.l2norm, FLOAT32_FUNCTION), "qk_norm": Part(self.attention, ATTENTION),
-                 "qk_norm_rope": Part(self.rotary if self.attention else "", ROTARY_ATTENTION)}
+                 "qk_norm_rope": Part(self.rotary if self.attention else "", ROTARY_ATTENTION),
+                 **dict(self.parts)}
         return {op: part for op, part in parts.items() if part.name}
 
     def names(self) -> list[str]:
         """Every name the family needs from its modeling module."""
         ways = {part.how for part in self.ops().values()}
-        return ([part.name for part in self.ops().values()]
-                + ([self.config] if self.attention else [])
-                + ([self.attention, self.apply_rope] if ROTARY_ATTENTION in ways else []))
+        return list(dict.fromkeys(
+            [part.name for part in self.ops().values()]
+            + ([self.config] if self.attention else [])
+            + ([self.attention, self.apply_rope] if ROTARY_ATTENTION in ways else [])))
 
     def description(self) -> str:
-        names = [p.name if p.how != ATTENTION else f"q_norm through {p.name}" for p in self.ops().values()
-                 if p.how != ROTARY_ATTENTION]
+        names = []
+        for op, p in self.ops().items():
+            if p.how == ROTARY_ATTENTION:
+                continue
+            if p.how == ATTENTION:
+                names.append(f"q_norm through {p.name}")
+                continue
+            lacks = p.lacks(OPS[op].inputs) if p.how == MODULE else ()
+            notes = [f"no {' or '.join(lacks)}"] if lacks else []
+            notes += [f"eps {p.eps:g} fixed"] if p.eps is not None else []
+            names.append(p.name + (f" ({', '.join(notes)})" if notes else ""))
         if any(p.how == ROTARY_ATTENTION for p in self.ops().values()):
             names.append(f"q_norm then {self.apply_rope} with {self.rotary}")
         return "transformers " + ", ".join(names)
@@ -74,4 +138,34 @@ FAMILIES: dict[str, Family] = {
     "gemma3": Family("gemma3", _MODELS + "gemma3.modeling_gemma3", "Gemma3TextConfig",
                      "Gemma3RMSNorm", attention="Gemma3Attention", heads_first=True),
     "llama": Family("llama", _MODELS + "llama.modeling_llama", norm="LlamaRMSNorm"),
+    # Gemma3nRMSNorm(dim, eps, with_scale=True): plain gamma, all float32 (torch.pow(ms, -0.5), not
+    # rsqrt); its q_norm / k_norm see (batch, tokens, heads, head_dim)
+    "gemma3n": Family("gemma3n", _MODELS + "gemma3n.modeling_gemma3n", "Gemma3nTextConfig", "Gemma3nRMSNorm",
+                      attention="Gemma3nTextAttention"),
+    "deepseek_v3": Family("deepseek-v3", _MODELS + "deepseek_v3.modeling_deepseek_v3", norm="DeepseekV3RMSNorm"),
+    # CohereLayerNorm(hidden_size, eps): a weight, no bias (its `bias` argument is ignored)
+    "cohere": Family("cohere", _MODELS + "cohere.modeling_cohere",
+                     parts=(("layer_norm", Part("CohereLayerNorm", MODULE, params=("weight",))),)),
+    # OlmoLayerNorm(hidden_size): F.layer_norm in float32 with no weight, no bias and eps=1e-5 written in
+    "olmo": Family("olmo", _MODELS + "olmo.modeling_olmo",
+                   parts=(("layer_norm", Part("OlmoLayerNorm", MODULE, init=("width",), params=(), eps=1e-5)),)),
+    # MambaRMSNormGated(hidden_size, group_size, eps), forward(hidden_states, gate)
+    "mamba2": Family("mamba2", _MODELS + "mamba2.modeling_mamba2", parts=(
+        ("group_gated_rms_norm", Part("MambaRMSNormGated", MODULE, init=("width", "group_size", "eps"))),)),
+    # Llama4TextL2Norm(eps): weightless, x.float() normalised, .type_as(x)
+    "llama4": Family("llama4", _MODELS + "llama4.modeling_llama4",
+                     parts=(("l2_norm", Part("Llama4TextL2Norm", MODULE, init=("eps",))),)),
 }
+
+# Further families on a convention that a family above already names: other classes, the same
+# contract (their code is line for line MambaRMSNormGated's; Zamba2 builds its norm with eps=1e-5,
+# the convention's). Each is the implementation hf-<name>.
+FAMILIES.update({
+    attr: Family("mamba2", _MODELS + module, name=name, parts=(
+        ("group_gated_rms_norm", Part(cls, MODULE, init=("width", "group_size", "eps"))),))
+    for attr, name, module, cls in (
+        ("bamba", "bamba", "bamba.modeling_bamba", "BambaRMSNormGated"),
+        ("zamba2", "zamba2", "zamba2.modeling_zamba2", "Zamba2RMSNormGated"),
+        ("nemotron_h", "nemotron-h", "nemotron_h.modeling_nemotron_h", "NemotronHRMSNormGated"),
+    )
+})

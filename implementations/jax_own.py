@@ -14,7 +14,15 @@ float32 constant per (head_dim, theta), correctly rounded as the contract define
 XLA's float32 pow is not), cos / sin in XLA float32 rounded to the input dtype, then the two
 products and their sum each rounded to the input dtype.
 
-Backward (`backward`): jax.vjp of this very forward, with respect to x, the weight and the gate,
+add_rms_norm: numpy_own.add_norm's roundings, returning (y, residual_out). The sum x + residual is
+taken in float32 with its exact error (TwoSum: JAX runs without float64), which is what rounding it
+to nearest or truncating it toward zero needs to match numpy_own's float64 sum bit for bit.
+
+layer_norm and group_gated_rms_norm: numpy_own's steps (the centring's float32 mean, the variance
+over n - correction, one- or two-pass, the bias before or after the weight; the groups ride on the
+head axis, as qk_norm's heads do), so the same per-static-key jit covers them.
+
+Backward (`backward`): jax.vjp of this very forward, with respect to x, the weight, the gate and the bias,
 jitted like the forward (one function per static key, eps and the offset traced, rows padded); every
 gradient in the case dtype. The section before `backward` says what JAX's differentiation does at
 the casts, and why its padding (not the forward's zeros) leaves dw exact.
@@ -146,17 +154,31 @@ def _scaled_eps(xs, c: Contract, eps):
     return eps
 
 
+def _mean(xs, rnd, n):
+    """The span's mean as numpy_own takes it: summed in float32, rounded (`rnd`: to the statistics
+    dtype), then divided by n (in that dtype, rounded again)."""
+    return rnd(rnd(xs.sum(-1, keepdims=True)) / n)
+
+
 def _reciprocal_denominator(xs, c: Contract, dtype, eps):
     eps = _scaled_eps(xs, c, eps)
     low = c.stats_dtype == "input"
     rnd = functools.partial(_round, dtype=dtype if low else jnp.float32)
+
+    def count(k):  # k in the statistics dtype (numpy_own's xs.dtype.type(k)), as a float32 constant
+        return np.float32(np.asarray(k, dtype if low else np.float32))
+
     xs = rnd(xs)
-    if c.statistic == "variance":
-        xs = rnd(xs - rnd(xs.mean(-1, keepdims=True)))
+    width = xs.shape[-1]
+    one_pass = c.statistic == "variance" and c.variance_form == "one_pass"
+    if c.statistic == "variance" and not one_pass:
+        xs = rnd(xs - _mean(xs, rnd, count(width)))
     stat = rnd(rnd(xs * xs).sum(-1, keepdims=True))
     if c.statistic != "sum_square":
-        n = np.float32(np.asarray(xs.shape[-1], dtype if low else np.float32))  # n in that dtype
-        stat = rnd(stat / n)
+        stat = rnd(stat / count(width - (c.correction if c.statistic == "variance" else 0)))
+    if one_pass:  # E[x^2] - E[x]^2 in numpy_own's order: ((m * m) * n) / (n - correction)
+        mean = _mean(xs, rnd, count(width))
+        stat = rnd(stat - rnd(rnd(rnd(mean * mean) * count(width)) / count(width - c.correction)))
     if c.eps_placement == "inside":
         return lax.rsqrt(stat + eps)
     if c.eps_placement == "outside":
@@ -191,6 +213,8 @@ def _rope(q, positions, dtype, *, heads: int, theta: float):
 def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int, rope_heads: int = 0):
     x = arrays["x"]
     dtype = x.dtype
+    if "residual" in arrays:  # add_rms_norm: (y, residual_out)
+        return _add_norm(arrays, eps, offset_f32, offset_in, c, heads)
     if c.op == "qk_norm_rope":
         turn = functools.partial(_rope, positions=arrays["positions"], dtype=dtype, heads=rope_heads,
                                  theta=c.rope_theta)
@@ -202,24 +226,97 @@ def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int, rop
     return _norm(arrays, eps, offset_f32, offset_in, c, heads)
 
 
-def _norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int):
-    x = arrays["x"]
+def _add_norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int):
+    """numpy_own.add_norm: h = x + residual; residual_out = h rounded once to the input dtype (to
+    nearest, or truncated toward zero); the norm of h rounded to the input dtype (residual_dtype
+    "input") or of the float32 sum ("float32"); residual_order "after_norm" (a bug): y = norm(x) +
+    residual in float32, rounded once. Returns (y, residual_out), both in the input dtype."""
+    x, r = arrays["x"], arrays["residual"]
     dtype = x.dtype
+    rest = {k: v for k, v in arrays.items() if k not in ("x", "residual")}
+    s = x.astype(_F32) + r.astype(_F32)
+    # numpy_own sums in float64, which JAX (x64 off) has not: the float32 sum's exact error
+    # (Knuth's TwoSum, exact in float32 arithmetic) tells which way nearest rounded
+    err = _two_sum_error(x.astype(_F32), r.astype(_F32), s)
+    out = _round(s, dtype) if c.residual_rounding != "truncate" else _truncated(s, err, dtype)
+    if c.residual_order == "after_norm":
+        # the norm's output rounded to the dtype explicitly: XLA may drop a bf16 -> f32 convert pair
+        y = _round(_norm({"x": x, **rest}, eps, offset_f32, offset_in, c, heads).astype(_F32), dtype)
+        return (y + r.astype(_F32)).astype(dtype), out.astype(dtype)
+    normed = s if c.residual_dtype == "float32" else out
+    return _norm({"x": normed, **rest}, eps, offset_f32, offset_in, c, heads, dtype), out.astype(dtype)
+
+
+def _two_sum_error(a, b, s):
+    """(a + b) - s exactly, for s = fl(a + b) (float32): TwoSum's error term, itself a float32."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)
+
+
+# The truncation's derivative is the rounding's (the identity, the cotangent rounded to `dtype`),
+# as torch_own's straight-through truncation: only the forward value steps toward zero.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _truncated(s, err, dtype):
+    return _truncate(s, err, dtype)
+
+
+def _truncated_fwd(s, err, dtype):
+    return _truncate(s, err, dtype), None
+
+
+def _truncated_bwd(dtype, _, ct):
+    return _cast(ct, dtype) if dtype != _F32 else ct, jnp.zeros_like(ct)
+
+
+_truncated.defvjp(_truncated_fwd, _truncated_bwd)
+
+
+def _truncate(s, err, dtype):
+    """The exact sum s + err (float32 s, its float32 error) in `dtype`, truncated toward zero, held
+    in float32: round to nearest, then one step back toward zero where that went away from it
+    (numpy_own._to_dtype; the magnitude's bits - 1 for bf16 / fp16, nextafter toward 0 for float32)."""
+    near = _round(s, dtype)
+    beyond = (near - s) - err  # near - (s + err): exact where its sign matters
+    away = ((near > 0) & (beyond > 0)) | ((near < 0) & (beyond < 0))  # |near| > |exact|; never at 0
+    if dtype == _F32:
+        stepped = jnp.nextafter(near, jnp.zeros_like(near))
+    else:
+        low = near.astype(dtype)
+        bits = lax.bitcast_convert_type(low, jnp.uint16)
+        stepped = lax.bitcast_convert_type(bits - jnp.uint16(1), dtype).astype(_F32)
+    return jnp.where(away, stepped, near)
+
+
+def _tiled(v, width: int):
+    """A per-case operand (weight, bias) across the row: a per-head one is shared by every head."""
+    return v if v.shape[-1] == width else jnp.tile(v, width // v.shape[-1])
+
+
+def _norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int, dtype=None):
+    """The norm of arrays["x"], its rounding points in `dtype` (default x's: a fused add's float32
+    sum is normalised into the case dtype)."""
+    x = arrays["x"]
+    dtype = dtype or x.dtype
     xf = x.astype(_F32)
     gate = _act(arrays["gate"].astype(_F32), c.gate_activation) if "gate" in arrays else None
     if gate is not None and c.gate_order == "gate_then_norm":
         xf = xf * gate
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
-    y = (spans * _inverse_scale(spans, c, dtype, eps)).reshape(xf.shape)
+    inverse = _inverse_scale(spans, c, dtype, eps)
+    if c.centre:  # LayerNorm: the centred x (the float32 mean) over the denominator
+        spans = spans - _mean(spans, lambda v: v, np.float32(spans.shape[-1]))
+    y = (spans * inverse).reshape(xf.shape)
+    bias = _tiled(arrays["bias"].astype(_F32), x.shape[-1]) if "bias" in arrays else None
+    if bias is not None and "weight" in arrays and c.bias_order == "before_scale":
+        y = y + bias
     if "weight" in arrays:
-        w = arrays["weight"].astype(_F32)
-        if w.shape[-1] != x.shape[-1]:  # a per-head weight is shared by every head
-            w = jnp.tile(w, x.shape[-1] // w.shape[-1])
-        scale = _scale(w, c, dtype, offset_f32, offset_in)
+        scale = _scale(_tiled(arrays["weight"].astype(_F32), x.shape[-1]), c, dtype, offset_f32, offset_in)
         if c.cast == "llama":  # round the normalised value first, multiply in the input dtype
             y = _round(_round(scale, dtype) * _round(y, dtype), dtype)
         else:
             y = y * scale
+    if bias is not None and (c.bias_order == "after_scale" or "weight" not in arrays):
+        y = y + bias
     if gate is not None and c.gate_order == "norm_then_gate":
         y = y * gate
     return y.astype(dtype)
@@ -265,14 +362,16 @@ def _pad(a: np.ndarray, rows: int) -> np.ndarray:
 
 def _operands(inputs: CaseInputs, n: int, rows: int, pad) -> dict[str, np.ndarray]:
     """The arrays as `_forward` takes them: x and the gate as (rows, width), padded by `pad`; the
-    weight as it is; positions flat int32 (padded with zeros), checked."""
+    weight and the bias as they are; positions flat int32 (padded with zeros), checked."""
     a = inputs.arrays
     x = np.asarray(a["x"])
     arrays = {"x": pad(x.reshape(n, x.shape[-1]), rows)}
-    if "gate" in a:
-        arrays["gate"] = pad(np.asarray(a["gate"]).reshape(n, x.shape[-1]), rows)
-    if "weight" in a:
-        arrays["weight"] = np.asarray(a["weight"])
+    for name in ("residual", "gate"):  # per row, like x
+        if name in a:
+            arrays[name] = pad(np.asarray(a[name]).reshape(n, x.shape[-1]), rows)
+    for name in ("weight", "bias"):  # per case: as they are
+        if name in a:
+            arrays[name] = np.asarray(a[name])
     if "positions" in a:
         positions = np.asarray(a["positions"]).reshape(-1)
         if positions.shape[0] != n:
@@ -290,23 +389,28 @@ def _scalars(contract: Contract, dtype) -> tuple:
     return np.float32(contract.eps), np.float32(offset), np.float32(np.asarray(offset, dtype))
 
 
-def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
+def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[np.ndarray, ...]:
+    """The op's output: y, or for a fused add the tuple (y, residual_out)."""
     x = np.asarray(inputs.arrays["x"])
     dtype = x.dtype
     n = int(np.prod(x.shape[:-1], dtype=np.int64))
+    several = "residual" in inputs.arrays
     if n == 0:
-        return np.empty(x.shape, dtype)
+        return (np.empty(x.shape, dtype),) * 2 if several else np.empty(x.shape, dtype)
     rows = padded_rows(n)
     arrays = _operands(inputs, n, rows, _pad)
     out = jitted(contract, inputs.num_heads)(arrays, *_scalars(contract, dtype))
-    return np.array(np.asarray(out)[:n]).reshape(x.shape)  # a writable copy, padding dropped
+
+    def kept(v):  # a writable copy, padding dropped
+        return np.array(np.asarray(v)[:n]).reshape(x.shape)
+    return tuple(kept(v) for v in out) if several else kept(out)
 
 
 # ---------------------------------------------------------------------------------------------
 # The backward pass: jax.vjp of the very `_forward` that `run` jits (same knobs, same casts, the
-# same traced eps and offsets), with respect to its float operands x, weight and gate (positions
-# are integers: no gradient). Compiled once per static key, like the forward, and per shape and
-# dtype; rows are padded to a power of two as in `run`, so different batch sizes share programs.
+# same traced eps and offsets), with respect to its float operands x, weight, gate and bias
+# (positions are integers: no gradient). Compiled once per static key, like the forward, and per
+# shape and dtype; rows are padded to a power of two as in `run`, so different batch sizes share programs.
 #
 # What JAX's differentiation gives, dtype by dtype: every gradient in its operand's dtype (the
 # case dtype): dx, dw and dgate come back from the float32 computation through the transpose of
@@ -333,7 +437,8 @@ _JITTED_BACKWARD: dict[tuple, object] = {}
 
 
 def _backward(arrays, dy, eps, offset_f32, offset_in, *, c: Contract, heads: int, rope_heads: int = 0):
-    """J^T dy of `_forward` with respect to its float operands: {"x", "weight", "gate"}."""
+    """J^T dy of `_forward` with respect to its float operands: {"x", "residual", "weight", "gate",
+    "bias"}; dy is the cotangent of `_forward`'s output (a fused add's: the tuple (dy, dresidual_out))."""
     floats = {k: v for k, v in arrays.items() if jnp.issubdtype(v.dtype, jnp.floating)}
     ints = {k: v for k, v in arrays.items() if k not in floats}  # positions
 
@@ -370,28 +475,40 @@ def _pad_ones(a: np.ndarray, rows: int) -> np.ndarray:
     return np.concatenate([a, np.ones((rows - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
-def backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict[str, np.ndarray]:
+def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, np.ndarray]:
     """The gradients of `run(op, contract, inputs)` for the upstream gradient `dy` (x's shape, in
-    the case dtype): {"x": dx, "weight": dw, "gate": dgate} for the float operands the case has, in
-    the operands' order, each shaped like its operand and in its dtype (the case dtype)."""
+    the case dtype; for a fused add {"y": dy, "residual_out": dresidual_out}, one per result, dy
+    alone meaning dresidual_out = 0 as in the oracle's VJP):
+    {"x": dx, "residual": dresidual, "weight": dw, "gate": dgate, "bias": db} for the float operands
+    the case has, in the operands' order, each shaped like its operand and in its dtype (the case
+    dtype). A fused add's two cotangents meet at h in float32, the sum rounded once to the dtype."""
     a = inputs.arrays
     x = np.asarray(a["x"])
     dtype, width = x.dtype, x.shape[-1]
-    dy = np.asarray(dy)
-    if dy.shape != x.shape:
-        raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
-    if dy.dtype != dtype:  # the cotangent of the output: the output's (the case's) dtype
-        raise ValueError(f"dy is {dy.dtype}; the output, and so dy, is {dtype}")
+    several = "residual" in a  # a fused add: (y, residual_out), a cotangent each
+    upstream = dict(dy) if isinstance(dy, dict) else {"y": dy}
+    if several and "residual_out" not in upstream:  # dy of y alone: residual_out's is 0 (the VJP's rule)
+        upstream["residual_out"] = np.zeros_like(np.asarray(upstream["y"]))
+    for name, g in upstream.items():
+        g = np.asarray(g)
+        what = "dy" if name == "y" else f"d{name}"
+        if g.shape != x.shape:
+            raise ValueError(f"{what} has shape {g.shape}, x has {x.shape}")
+        if g.dtype != dtype:  # the cotangent of the output: the output's (the case's) dtype
+            raise ValueError(f"{what} is {g.dtype}; the output, and so {what}, is {dtype}")
     n = int(np.prod(x.shape[:-1], dtype=np.int64))
     rows = padded_rows(n)  # n = 0 works too: one padded row, dw = 0
     arrays = _operands(inputs, n, rows, pad_nonzero)
     if "gate" in arrays:
         arrays["gate"] = _pad_ones(np.asarray(a["gate"]).reshape(n, width), rows)
+    order = ("y", "residual_out") if several else ("y",)  # the forward's results, in order
+    cotangents = tuple(_pad(np.asarray(upstream[name]).reshape(n, width), rows) for name in order)
     grads = jitted_backward(contract, inputs.num_heads)(
-        arrays, _pad(dy.reshape(n, width), rows), *_scalars(contract, dtype))
+        arrays, cotangents if several else cotangents[0], *_scalars(contract, dtype))
     out = {}
     for name in a:
         if name in grads:
             g = np.asarray(grads[name])
-            out[name] = np.array(g) if name == "weight" else np.array(g[:n]).reshape(x.shape)
+            per_case = name in ("weight", "bias")  # not padded: shaped as given
+            out[name] = np.array(g) if per_case else np.array(g[:n]).reshape(x.shape)
     return out

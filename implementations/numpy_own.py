@@ -54,17 +54,28 @@ def _eps(xs: np.ndarray, c: Contract) -> np.ndarray:
     return eps
 
 
+def _mean(xs: np.ndarray) -> np.ndarray:
+    """The span's mean: summed in float32, rounded to xs' dtype, divided by n in it."""
+    return xs.astype(_F32).sum(-1, keepdims=True).astype(xs.dtype) / xs.dtype.type(xs.shape[-1])
+
+
 def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
     eps = _eps(xs, c)
     xs = xs.astype(dtype if c.stats_dtype == "input" else _F32)
-    if c.statistic == "variance":
-        xs = xs - xs.mean(-1, keepdims=True)
+    one_pass = c.statistic == "variance" and c.variance_form == "one_pass"
+    if c.statistic == "variance" and not one_pass:
+        xs = xs - _mean(xs)
     # squares in the statistics dtype, accumulated in float32 and rounded once, as torch and XLA
     # reduce bf16/fp16 on CPU (ml_dtypes' own bf16 sum would accumulate in bf16 and stall)
     squares = xs * xs
     stat = squares.astype(_F32).sum(-1, keepdims=True).astype(squares.dtype)
     if c.statistic != "sum_square":
-        stat = stat / xs.dtype.type(xs.shape[-1])
+        divisor = xs.shape[-1] - (c.correction if c.statistic == "variance" else 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stat = stat / xs.dtype.type(divisor)
+    if one_pass:  # E[x^2] - E[x]^2: the same maths, cancelling catastrophically when |mean| >> std
+        mean = _mean(xs)
+        stat = stat - mean * mean * xs.dtype.type(xs.shape[-1]) / xs.dtype.type(xs.shape[-1] - c.correction)
     stat = stat.astype(_F32)
     with np.errstate(divide="ignore"):  # a zero span with no eps (or eps * max|x|^2 = 0): 1/0
         if c.eps_placement == "inside":
@@ -81,6 +92,11 @@ def _scale(weight: np.ndarray, c: Contract, dtype) -> np.ndarray:
     if c.offset_dtype == "input":
         return (weight + weight.dtype.type(c.weight_offset)).astype(dtype)
     return weight.astype(_F32) + _F32(c.weight_offset)
+
+
+def _tiled(v: np.ndarray, width: int) -> np.ndarray:
+    """A per-case operand across the row (a per-head weight is shared by every head)."""
+    return v if v.shape[-1] == width else np.tile(v, width // v.shape[-1])
 
 
 def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
@@ -100,8 +116,11 @@ def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> 
     return (heads * cos + rotated_half * sin).astype(dtype).reshape(q.shape)
 
 
-def run(op: str, c: Contract, inputs: CaseInputs) -> np.ndarray:
+def run(op: str, c: Contract, inputs: CaseInputs):
+    """The op's output: y, or for a fused add the tuple (y, residual_out)."""
     a = inputs.arrays
+    if "residual" in a:
+        return add_norm(c, inputs)
     if "positions" in a:  # qk_norm_rope: the norm and the rotation in the contract's order
         turn = lambda v: rope(v, a["positions"], inputs.num_heads, c.rope_theta)  # noqa: E731
         if c.rope_order == "rope_then_norm":
@@ -110,25 +129,64 @@ def run(op: str, c: Contract, inputs: CaseInputs) -> np.ndarray:
     return _norm(c, inputs, a["x"])
 
 
-def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray) -> np.ndarray:
-    a = inputs.arrays
+def add_norm(c: Contract, inputs: CaseInputs) -> tuple[np.ndarray, np.ndarray]:
+    """h = x + residual, y = the norm of h: h rounded to the input dtype before the norm
+    (residual_dtype "input", HF's decoder) or kept in float32 (vLLM's native path); residual_out
+    is h in the input dtype, rounded to nearest or (the bug) truncated toward zero."""
+    x, r = inputs.arrays["x"], inputs.arrays["residual"]
     dtype = x.dtype
+    h32 = x.astype(_F32) + r.astype(_F32)
+    out = _to_dtype(x.astype(np.float64) + r.astype(np.float64), dtype, c.residual_rounding)
+    if c.residual_order == "after_norm":  # the bug: the norm of x, the residual added to its output
+        y = (_norm(c, inputs, x).astype(_F32) + r.astype(_F32)).astype(dtype)
+        return y, out
+    normed = h32 if c.residual_dtype == "float32" else out
+    return _norm(c, inputs, normed, dtype), out
+
+
+def _to_dtype(v: np.ndarray, dtype, rounding: str = "nearest") -> np.ndarray:
+    """float64 v in `dtype`, rounded to nearest, or truncated toward zero (one step back toward
+    zero wherever nearest rounded away from it)."""
+    near = v.astype(dtype)
+    if rounding != "truncate":
+        return near
+    with np.errstate(invalid="ignore"):
+        away = np.abs(near.astype(np.float64)) > np.abs(v)
+    if np.dtype(dtype).itemsize == 2:  # bf16 / fp16: one step toward zero is the magnitude's bits - 1
+        bits = near.view(np.uint16)
+        stepped = np.where(near == 0, bits, bits - np.uint16(1)).astype(np.uint16).view(dtype)
+    else:
+        stepped = np.nextafter(near, np.zeros_like(near))
+    return np.where(away, stepped, near)
+
+
+def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray, dtype=None) -> np.ndarray:
+    """The norm of x (its rounding points in `dtype`, default x's: a float32 x is normalised into
+    the case dtype when a fused add keeps its sum in float32)."""
+    a = inputs.arrays
+    dtype = dtype or x.dtype
     xf = x.astype(_F32)
     gate = _act(a["gate"].astype(_F32), c.gate_activation) if "gate" in a else None
     if gate is not None and c.gate_order == "gate_then_norm":
         xf = xf * gate
     heads = inputs.num_heads if c.scope == "head" else 1
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
+    inverse = _inverse_scale(spans, c, dtype)
+    if c.centre:  # LayerNorm: the centred x (the float32 mean) over the denominator
+        spans = spans - _mean(spans)
     with np.errstate(invalid="ignore"):
-        y = (spans * _inverse_scale(spans, c, dtype)).reshape(xf.shape)
+        y = (spans * inverse).reshape(xf.shape)
+    bias = _tiled(a["bias"], x.shape[-1]).astype(_F32) if "bias" in a else None
+    if bias is not None and "weight" in a and c.bias_order == "before_scale":
+        y = y + bias
     if "weight" in a:
-        w = a["weight"]
-        if w.shape[-1] != x.shape[-1]:
-            w = np.tile(w, x.shape[-1] // w.shape[-1])
+        w = _tiled(a["weight"], x.shape[-1])
         if c.cast == "llama":  # round the normalised value first, multiply in the input dtype
             y = (_scale(w, c, dtype).astype(dtype) * y.astype(dtype))
         else:
             y = y * _scale(w, c, dtype).astype(_F32)
+    if bias is not None and (c.bias_order == "after_scale" or "weight" not in a):
+        y = y.astype(_F32) + bias
     if gate is not None and c.gate_order == "norm_then_gate":
         y = y.astype(_F32) * gate
     return y.astype(dtype)

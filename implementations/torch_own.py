@@ -11,11 +11,24 @@ float32 angles, cos / sin cast to the input dtype) and apply_rope (q * cos + rot
 the input dtype). torch's float32 pow is not correctly rounded, so the frequencies can differ from
 the contract's (and numpy_own's) by an ulp at a few indices, exactly as HF's do.
 
+layer_norm (`LayerNorm`, torch's F.layer_norm order) and group_gated_rms_norm (`GroupGatedRMSNorm`,
+Mamba2's MambaRMSNormGated) take numpy_own's steps too: every mean (the centring's and the two-pass
+variance's) is summed in float32, rounded to the statistics dtype and divided by n in it (not
+torch's x.mean(), which divides before its one rounding); the one-pass variance, the n - correction
+divisor and the bias before or after the weight are numpy_own's order of operations. In float32
+they differ from numpy_own only in how the sums are ordered, which centring amplifies by
+|mean| / std (rows at mean 1000 move by many float32 ULPs, all within the centring budget).
+
+add_rms_norm (`AddRMSNorm`, vLLM's fused_add_rms_norm) returns (y, residual_out) and rounds the sum
+where numpy_own.add_norm does: residual_out is the float64 sum rounded once to the input dtype (to
+nearest, or truncated toward zero by `to_dtype`, differentiated as the identity), and the norm sees
+that rounded sum or the float32 one by the contract's residual_dtype.
+
 Only ever imported inside the torch worker, so importing torch at module level is fine.
 
 The backward pass (`backward`) is torch's autograd through the very modules and calls `run` makes
 (`prepare` and `forward` are shared; `run` calls them under inference_mode): the gradients are
-those a model built of these modules would train with, weight gradients in the weight's dtype.
+those a model built of these modules would train with, weight (and bias) gradients in their dtype.
 
 Why it imports nothing from normdiff at run time but the exact-bits conversion and the autograd
 helper: `normdiff repro --script` inlines this file's source into a standalone script (for the own
@@ -29,6 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -39,22 +53,45 @@ if TYPE_CHECKING:
     from normdiff.harness.data.contracts import Contract
 
 
-def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
-              statistic: str = "mean_square", stats_dtype: torch.dtype | None = None,
-              inverted: bool = False, eps_scale: str = "one") -> torch.Tensor:
-    """xf / denominator over the last dim, in float32 (the statistic in `stats_dtype` if given);
-    eps scaled by the span's width or its max x^2 when `eps_scale` says so (two real bugs)."""
+def _in(value: float, dtype: torch.dtype) -> float:
+    """A Python number rounded to `dtype` (numpy_own's `dtype.type(n)`: n itself for small n)."""
+    return float(torch.tensor(float(value), dtype=torch.float64).to(dtype))
+
+
+def span_mean(xs: torch.Tensor) -> torch.Tensor:
+    """The span's mean as numpy_own takes it: summed in float32 (torch's CPU sum accumulates bf16
+    and fp16 in float32 too), rounded to xs' dtype, then divided by n in it (not torch's mean,
+    which divides before its one rounding)."""
+    return xs.sum(-1, keepdim=True) / _in(xs.shape[-1], xs.dtype)
+
+
+def denominator(xf: torch.Tensor, eps: float, placement: str = "inside",
+                statistic: str = "mean_square", stats_dtype: torch.dtype | None = None,
+                inverted: bool = False, eps_scale: str = "one", correction: int = 0,
+                variance_form: str = "two_pass") -> torch.Tensor:
+    """1 / (the denominator) of float32 xf's last dim, float32, one value per span (the denominator
+    itself when `inverted`, as numpy_own's _inverse_scale takes it: 1 / the reciprocal). The
+    statistic in `stats_dtype` if given; eps scaled by the span's width or its max x^2 when
+    `eps_scale` says so (two real bugs); the variance over n - `correction`, two-pass
+    mean((x - m)^2) or one-pass E[x^2] - E[x]^2 (`variance_form`), each step rounded as numpy_own
+    rounds it."""
     if eps_scale == "span":
         eps = torch.tensor(eps, dtype=torch.float32) * xf.shape[-1]
     elif eps_scale == "max_square":
         peak = xf.abs().amax(-1, keepdim=True)
         eps = torch.tensor(eps, dtype=torch.float32) * peak * peak
     xs = xf if stats_dtype is None else xf.to(stats_dtype)
-    if statistic == "variance":
-        xs = xs - xs.mean(-1, keepdim=True)
+    one_pass = statistic == "variance" and variance_form == "one_pass"
+    if statistic == "variance" and not one_pass:
+        xs = xs - span_mean(xs)
     stat = (xs * xs).sum(-1, keepdim=True)
+    n = xs.shape[-1]
     if statistic != "sum_square":
-        stat = stat / xs.shape[-1]  # sum then divide, as numpy_own rounds it
+        divisor = n - (correction if statistic == "variance" else 0)
+        stat = stat / _in(divisor, xs.dtype)  # sum then divide, as numpy_own rounds it
+    if one_pass:  # E[x^2] - E[x]^2, numpy_own's order: ((m * m) * n) / (n - correction)
+        mean = span_mean(xs)
+        stat = stat - mean * mean * _in(n, xs.dtype) / _in(n - correction, xs.dtype)
     stat = stat.float()
     # eps is a Python float: torch rounds it to float32 for a float32 tensor, as numpy_own does.
     # The reciprocal is taken before multiplying (numpy_own's order): x / d would round differently.
@@ -66,7 +103,20 @@ def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
         inverse = 1.0 / stat.sqrt().clamp_min(eps)
     else:  # "none": 0 / 0 gives NaN, as the buggy code does
         inverse = torch.rsqrt(stat)
-    return xf / inverse if inverted else xf * inverse  # inverted: the rsqrt-inverted bug
+    return 1.0 / inverse if inverted else inverse  # inverted: the rsqrt-inverted bug
+
+
+def normalise(xf: torch.Tensor, eps: float, placement: str = "inside",
+              statistic: str = "mean_square", stats_dtype: torch.dtype | None = None,
+              inverted: bool = False, eps_scale: str = "one", correction: int = 0,
+              variance_form: str = "two_pass", centre: bool = False) -> torch.Tensor:
+    """xf / denominator over the last dim, in float32 (`denominator` says how each knob is
+    computed); `centre`: LayerNorm's xf - mean(xf) (the float32 mean) over it instead."""
+    inverse = denominator(xf, eps, placement, statistic, stats_dtype, inverted, eps_scale, correction,
+                          variance_form)
+    if centre:
+        xf = xf - span_mean(xf)
+    return xf * inverse
 
 
 def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -75,19 +125,23 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 class Normaliser(nn.Module):
-    """The weightless part every norm shares: x / denominator, with the statistic knobs."""
+    """The weightless part every norm shares: x / denominator, with the statistic knobs (and
+    LayerNorm's centring knobs, off for the RMS norms)."""
 
     def __init__(self, eps: float = 1e-6, eps_placement: str = "inside",
                  statistic: str = "mean_square", stats_dtype: str = "float32", inverted: bool = False,
-                 eps_scale: str = "one"):
+                 eps_scale: str = "one", centre: bool = False, correction: int = 0,
+                 variance_form: str = "two_pass"):
         super().__init__()
         self.eps, self.eps_placement, self.statistic = eps, eps_placement, statistic
         self.stats_dtype, self.inverted, self.eps_scale = stats_dtype, inverted, eps_scale
+        self.centre, self.correction, self.variance_form = centre, correction, variance_form
 
     def normalise(self, xf: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """xf (float32) normalised, float32; `dtype` is the input's, for low-precision statistics."""
         stats = dtype if self.stats_dtype == "input" else None
-        return normalise(xf, self.eps, self.eps_placement, self.statistic, stats, self.inverted, self.eps_scale)
+        return normalise(xf, self.eps, self.eps_placement, self.statistic, stats, self.inverted, self.eps_scale,
+                         self.correction, self.variance_form, self.centre)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.normalise(x.float(), x.dtype).to(x.dtype)
@@ -113,8 +167,8 @@ class RMSNorm(Normaliser):
     def __init__(self, dim: int, eps: float = 1e-6, weight_offset: float = 0.0, cast: str = "llama",
                  eps_placement: str = "inside", statistic: str = "mean_square",
                  stats_dtype: str = "float32", offset_dtype: str = "float32", dtype=None,
-                 inverted: bool = False, eps_scale: str = "one"):
-        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted, eps_scale)
+                 inverted: bool = False, eps_scale: str = "one", **centring):
+        super().__init__(eps, eps_placement, statistic, stats_dtype, inverted, eps_scale, **centring)
         # initialised to the identity scale: 1 for plain gamma, 0 for zero-centred
         self.weight = nn.Parameter(torch.full((dim,), 1.0 - weight_offset, dtype=dtype))
         self.weight_offset, self.cast, self.offset_dtype = weight_offset, cast, offset_dtype
@@ -184,6 +238,127 @@ class QKNorm(nn.Module):
         # view as (..., spans of the weight, weight length): broadcasting tiles a (D,) weight
         y = y.reshape(*lead, -1, self.weight.shape[0])
         return self.norm.weigh(y, x.dtype).to(x.dtype).reshape(x.shape)
+
+
+class LayerNorm(RMSNorm):
+    """y = (x - mean x) / sqrt(var(x) + eps) * (weight_offset + weight) + bias: torch's F.layer_norm
+    (GPT-2, GPT-NeoX, Phi, Cohere, OLMo-1), weight and bias parameters in the case dtype.
+
+    The statistics and the centring in float32 (the mean summed in float32, then divided by n);
+    cast "one_rounding" multiplies by the weight in float32, adds the float32 bias and rounds once.
+    The contract's centring knobs are honoured: `centre` False normalises x itself (over the
+    centred variance: the mean-not-subtracted bug), `correction` divides the variance by
+    n - correction, `variance_form` "one_pass" takes E[x^2] - E[x]^2, and `bias_order`
+    "before_scale" computes (x_hat + b) * w. x is (..., spans * span), each span normalised on its
+    own (one span, the whole row, for a LayerNorm); a weight and bias shorter than the row are
+    shared by its spans (broadcasting tiles them, numpy_own's rule).
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-5, span: int | None = None, bias_order: str = "after_scale",
+                 statistic: str = "variance", centre: bool = True, cast: str = "one_rounding", **norm_knobs):
+        super().__init__(dim, eps, statistic=statistic, centre=centre, cast=cast, **norm_knobs)
+        self.bias = nn.Parameter(torch.zeros((dim,), dtype=self.weight.dtype))
+        self.span, self.bias_order = span or dim, bias_order
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        y = self.normalise(x.float().reshape(*lead, -1, self.span), x.dtype)
+        y = y.reshape(*lead, -1, self.weight.shape[0])  # spans of the weight's length
+        bias = self.bias.float()
+        if self.bias_order == "before_scale":
+            y = y + bias
+        y = self.weigh(y, x.dtype)
+        if self.bias_order == "after_scale":
+            y = y.float() + bias
+        return y.to(x.dtype).reshape(x.shape)
+
+
+class GroupGatedRMSNorm(GatedRMSNorm):
+    """Mamba2's MambaRMSNormGated (Bamba, Zamba2, NemotronH): x * silu(gate) in float32 first
+    (gate_order "gate_then_norm"), then an RMSNorm over each group of `group_size` channels, then
+    the (width,) weight times the normalised value rounded to the input dtype (the Llama cast).
+
+    x and gate are (..., groups * group_size). `group_size` equal to the width is the whole row (the
+    scope "full" bug); "norm_then_gate" gates the weighted output instead (in float32, one rounding).
+    A weight shorter than the row (weight_span "head": one group's) is shared by every group.
+    """
+
+    def __init__(self, dim: int, group_size: int, eps: float = 1e-5, gate_order: str = "gate_then_norm",
+                 cast: str = "llama", **norm_knobs):
+        super().__init__(dim, eps, gate_order=gate_order, cast=cast, **norm_knobs)
+        self.group_size = group_size
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        g = self.activation(gate.float())
+        xf = x.float() * g if self.gate_order == "gate_then_norm" else x.float()
+        lead = x.shape[:-1]
+        y = self.normalise(xf.reshape(*lead, -1, self.group_size), x.dtype)
+        y = self.weigh(y.reshape(*lead, -1, self.weight.shape[0]), x.dtype).reshape(x.shape)
+        if self.gate_order == "norm_then_gate":
+            y = y.float() * g
+        return y.to(x.dtype)
+
+
+class _StraightThrough(torch.autograd.Function):
+    """`replacement` in the forward, the identity to `value` in the backward: a rounding whose
+    derivative is taken as 1, as autograd takes a .to(dtype)."""
+
+    @staticmethod
+    def forward(ctx, value: torch.Tensor, replacement: torch.Tensor) -> torch.Tensor:
+        return replacement.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
+def to_dtype(v: torch.Tensor, dtype: torch.dtype, rounding: str = "nearest") -> torch.Tensor:
+    """v (float64) in `dtype`: rounded to nearest, or truncated toward zero (numpy_own._to_dtype:
+    one step back toward zero wherever nearest rounded away from it: the magnitude's bits - 1 for
+    bf16 / fp16, nextafter toward 0 for float32). The truncation is differentiated as the identity."""
+    near = v.to(dtype)
+    if rounding != "truncate":
+        return near
+    with torch.no_grad():
+        away = near.double().abs() > v.detach().abs()  # NaN compares False: left as it is
+        if near.element_size() == 2:
+            bits = near.view(torch.int16)
+            stepped = torch.where(near == 0, bits, bits - 1).view(dtype)  # -0 and 0 stay
+        else:
+            stepped = torch.nextafter(near, torch.zeros_like(near))
+        truncated = torch.where(away, stepped, near)
+    return _StraightThrough.apply(near, truncated)
+
+
+class AddRMSNorm(RMSNorm):
+    """vLLM / SGLang fused_add_rms_norm: h = x + residual, y = RMSNorm(h), returns (y, residual_out).
+
+    residual_out is h in the input dtype: the exact (float64) sum rounded once, to nearest or
+    (residual_rounding "truncate", a bug) toward zero. The norm sees h rounded to the input dtype
+    (residual_dtype "input": HF's decoder, residual + hidden_states in bf16 then the norm) or the
+    float32 sum x.float() + residual.float() (residual_dtype "float32": vLLM's forward_native), its
+    cast points in the input dtype either way. residual_order "after_norm" (a bug): y =
+    RMSNorm(x) + residual (in float32, one rounding), residual_out still x + residual.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, residual_dtype: str = "input",
+                 residual_rounding: str = "nearest", residual_order: str = "before_norm", **norm_knobs):
+        super().__init__(dim, eps, **norm_knobs)
+        self.residual_dtype, self.residual_rounding, self.residual_order = \
+            residual_dtype, residual_rounding, residual_order
+
+    def norm(self, h: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """RMSNorm of h (the input dtype, or float32 holding the float32 sum), rounded at `dtype`'s
+        cast points."""
+        return self.weigh(self.normalise(h.float(), dtype), dtype).to(dtype)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        dtype = x.dtype
+        out = to_dtype(x.double() + residual.double(), dtype, self.residual_rounding)
+        if self.residual_order == "after_norm":
+            return (self.norm(x, dtype).float() + residual.float()).to(dtype), out
+        h = x.float() + residual.float() if self.residual_dtype == "float32" else out
+        return self.norm(h, dtype), out
 
 
 class RotaryEmbedding(nn.Module):
@@ -259,11 +434,23 @@ def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) 
     if op == "gated_rms_norm":
         return GatedRMSNorm(width, gate_activation=c.gate_activation, gate_order=c.gate_order,
                             **knobs)
+    if op == "add_rms_norm":
+        return AddRMSNorm(width, residual_dtype=c.residual_dtype, residual_rounding=c.residual_rounding,
+                          residual_order=c.residual_order, **knobs)
     if op == "qk_norm":
         return QKNorm(num_heads, width // num_heads, c.scope, c.weight_span, **knobs)
     if op == "qk_norm_rope":
         return QKNormRoPE(num_heads, width // num_heads, c.rope_theta, c.rope_order, scope=c.scope,
                           weight_span=c.weight_span, **knobs)
+    span = width // num_heads if c.scope == "head" else width  # one group / head, or the whole row
+    # the weight's (and bias') length: the row, or (weight_span "head") one head's, shared by them all
+    dim = width if c.weight_span == "full" else width // num_heads
+    if op == "layer_norm":
+        return LayerNorm(dim, span=span, bias_order=c.bias_order, centre=c.centre, correction=c.correction,
+                         variance_form=c.variance_form, **knobs)
+    if op == "group_gated_rms_norm":
+        return GroupGatedRMSNorm(dim, span, gate_activation=c.gate_activation, gate_order=c.gate_order,
+                                 **knobs)
     raise ValueError(f"torch_own does not implement op {op!r}")
 
 
@@ -273,13 +460,13 @@ _MODULES: dict[tuple, nn.Module] = {}
 
 
 def prepare(op: str, contract: Contract, inputs: CaseInputs) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """The (cached) module for the case, holding the case's weight, and the case's arrays as tensors
+    """The (cached) module for the case, holding the case's weight (and bias), and the case's arrays as tensors
     with exactly their bits: what `run` and `backward` both call `forward` with."""
     if contract.op != op:
         raise ValueError(f"contract is for {contract.op!r}, not {op!r}")
     arrays = {name: to_torch(a) for name, a in inputs.arrays.items()}
     x = arrays["x"]
-    if op in ("qk_norm", "qk_norm_rope"):
+    if op in ("qk_norm", "qk_norm_rope", "layer_norm", "group_gated_rms_norm"):
         # the weight given decides its span (numpy_own's rule), so a mutant contract run on inputs
         # drawn for its convention still gets a parameter of the right size
         span = "full" if arrays["weight"].shape[-1] == x.shape[-1] else "head"
@@ -288,33 +475,43 @@ def prepare(op: str, contract: Contract, inputs: CaseInputs) -> tuple[nn.Module,
     if key not in _MODULES:
         _MODULES[key] = build(op, contract, x.shape[-1], inputs.num_heads, x.dtype)
     module = _MODULES[key]
-    if "weight" in arrays:
-        with torch.no_grad():  # same dtype on both sides, so the copy keeps the case's bits
-            module.weight.copy_(arrays["weight"])
+    with torch.no_grad():  # same dtype on both sides, so the copy keeps the case's bits
+        for name in ("weight", "bias"):
+            if name in arrays:
+                getattr(module, name).copy_(arrays[name])
     return module, arrays
 
 
 def forward(op: str, module: nn.Module, arrays: dict[str, torch.Tensor]) -> torch.Tensor:
     """The module called on the op's operands (its weight is the module's own parameter)."""
-    if op == "gated_rms_norm":
+    if op in ("gated_rms_norm", "group_gated_rms_norm"):
         return module(arrays["x"], arrays["gate"])
     if op == "qk_norm_rope":
         return module(arrays["x"], arrays["positions"])
+    if op == "add_rms_norm":  # (y, residual_out)
+        return module(arrays["x"], arrays["residual"])
     return module(arrays["x"])
 
 
-def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor:
+def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The op's output: y, or for a fused add the tuple (y, residual_out)."""
     module, arrays = prepare(op, contract, inputs)
     with torch.inference_mode():
         return forward(op, module, arrays)
 
 
 def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, torch.Tensor]:
-    """J^T dy of `run`'s very computation, through torch's autograd: {"x", "weight", "gate"} for
-    those the op takes (never "positions"). x and gate are fresh leaves with the case's bits; the
-    weight's gradient is the parameter's (in its dtype, the case's; a per-head weight shared by the
-    heads, or tiled over a full-vector norm by broadcasting, gets the sum over them from autograd)."""
+    """J^T dy of `run`'s very computation, through torch's autograd: {"x", "residual", "weight",
+    "gate", "bias"} for those the op takes (never "positions"). x, the residual and the gate are
+    fresh leaves with the case's bits; the weight's and the bias' gradients are the parameters' (in
+    their dtype, the case's; a per-head weight shared by the heads, or tiled over a full-vector norm
+    by broadcasting, gets the sum over them from autograd). A fused add's dy is {"y": dy,
+    "residual_out": dresidual_out}, one upstream gradient per result (dy alone: dresidual_out = 0,
+    as the oracle's VJP takes it): autograd sums the two paths into h (in the input dtype where h
+    is held in it), so dx = dresidual = dresidual_out + J^T dy."""
     module, arrays = prepare(op, contract, inputs)
-    leaves = {name: module.weight if name == "weight" else t.clone().requires_grad_(True)
+    leaves = {name: getattr(module, name) if name in ("weight", "bias") else t.clone().requires_grad_(True)
               for name, t in arrays.items() if t.is_floating_point()}  # in the operands' order
+    if "residual" in arrays and not isinstance(dy, dict):  # dy of y alone: residual_out's is 0 (the VJP's rule)
+        dy = {"y": dy, "residual_out": np.zeros_like(np.asarray(dy))}
     return autograd_vjp(lambda: forward(op, module, {**arrays, **leaves}), leaves, dy)

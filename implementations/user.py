@@ -4,15 +4,21 @@ Three kinds of target, one adapter each:
 
   * a function: called with `--call` (a template, implementations/calls.py) or, without one, the
     op's call bound by position or by name (keras' `rms_normalization(x, scale=..., epsilon=...)`
-    gets its inputs by name); arrays in the framework's type, in the case dtype.
+    gets its inputs by name); arrays in the framework's type, in the case dtype. An op with several
+    results returns them all: a fused add's add_rms_norm(x, residual, weight, eps) -> (y,
+    residual_out) (a tuple or list in that order, or a dict by name; the worker reads each).
   * a module class: built with `--init` or with its constructor's parameters matched by their usual
     names (dim / hidden_size / num_features ... and eps / epsilon / variance_epsilon ...), plus
     what its framework needs (flax nnx: rngs); moved to the case dtype where the framework does
     that for a loaded model (torch, MLX, tinygrad); built for the input's shape (keras); its gain
     is the one parameter of the weight's shape (or `--weight-attr`) and receives the case's weight
-    bit for bit; then called with the op's module call (forward(x) or forward(x, gate)). For an op
-    over heads it is applied to x viewed as (..., heads, head_dim), as Qwen3Attention applies
-    q_norm (or to the full vector when the convention's norm spans it, as OLMo2's does).
+    bit for bit, and for an op with a bias (LayerNorm) its parameter named bias / beta / b the
+    case's bias (a class without one of them runs where the case's is the identity: ones, zeros);
+    then called with the op's module call (forward(x), forward(x, gate), a fused add's
+    forward(x, residual), which returns (y, residual_out)). For an op over heads
+    it is applied to x viewed as (..., heads, head_dim), as Qwen3Attention applies q_norm (or to
+    the full vector when the convention's norm spans it, as OLMo2's does, or when its weight does:
+    a grouped norm's module takes the whole row, built with dim = the width and its group_size).
   * a graph (onnxruntime): an .onnx file, a ModelProto or a session, or a function that returns
     one, built per dtype / span / eps from the parameters it names (dtype, dim, eps, ...); its
     inputs are fed by name (x, weight, gate, ... through the usual aliases).
@@ -31,13 +37,15 @@ import numpy as np
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.dtypes import get_format
-from normdiff.harness.data.ops import OPS, Op
+from normdiff.harness.data.ops import OPS, PARAMS, Op
 from normdiff.implementations import calls
 from normdiff.implementations.frameworks import FRAMEWORKS, graph_framework, user_frameworks
 from normdiff.implementations.frameworks.record import Framework
 from normdiff.implementations.loading import load_entry
 
-INIT_NAMES = ("dim", "eps", "width", "head_dim", "num_heads", "dtype", "dtype_name")
+INIT_NAMES = ("dim", "eps", "width", "head_dim", "num_heads", "group_size", "dtype", "dtype_name")
+# the per-case operands a module class holds as parameters (the weight is its gain)
+MODULE_OPERANDS = ("weight", "bias")
 
 
 def make_adapter(target: str, framework: str, op: str, call: str = "", init: str = "", weight_attr: str = "",
@@ -86,9 +94,9 @@ def _values(fw: Framework, contract: Contract, inputs: CaseInputs, arrays: bool 
     a = inputs.arrays
     width = a["x"].shape[-1]
     span = width // inputs.num_heads if contract.scope == "head" else width
-    values = {"eps": contract.eps, "num_heads": inputs.num_heads, "width": width, "dim": span,
-              "head_dim": width // inputs.num_heads, "dtype_name": get_format(a["x"].dtype.name).name,
-              "dtype": _native_dtype(fw, a["x"])}
+    values = {"eps": contract.eps, "num_heads": inputs.num_heads, "group_size": width // inputs.num_heads,
+              "width": width, "dim": span, "head_dim": width // inputs.num_heads,
+              "dtype_name": get_format(a["x"].dtype.name).name, "dtype": _native_dtype(fw, a["x"])}
     if arrays:
         values.update({name: fw.from_numpy(array) for name, array in a.items()})
     return values
@@ -162,8 +170,9 @@ class ClassAdapter:
     def __init__(self, cls, framework: Framework, record: Op, init: str, call: str, weight_attr: str, shown: str):
         self.cls, self.framework, self.record, self.shown = cls, framework, record, shown
         self.extras = framework.init_extras(cls)
+        wanted = ("dim", "eps") + tuple(n for n in ("group_size",) if n in record.call)
         self.init = (calls.parse(init, set(INIT_NAMES)) if init
-                     else calls.default_init(cls, shown, provided=tuple(self.extras)))
+                     else calls.default_init(cls, shown, provided=tuple(self.extras), wanted=wanted))
         self.call = calls.parse(call, calls.names_for(record)) if call else None
         self.weight_attr = weight_attr
         self.modules: dict[tuple, tuple] = {}
@@ -172,43 +181,68 @@ class ClassAdapter:
         return self.call_with(contract, inputs, {})
 
     def prepared(self, contract: Contract, inputs: CaseInputs) -> tuple:
-        """The module for this case, its weight loaded, and the name of its gain parameter."""
-        values = _values(self.framework, contract, inputs)
-        shape = np.shape(values["x"]) if values["dim"] == values["width"] else \
-            (*np.shape(values["x"])[:-1], inputs.num_heads, values["dim"])
-        module = self._module(values, inputs.arrays, shape)
-        key = (values["dim"], values["eps"], inputs.arrays["x"].dtype.str)
-        return module, self.modules[key][1]
+        """The module for this case, its weight (and bias) loaded, and {operand: the name of its
+        parameter} for the weight and bias it holds."""
+        values, heads = self._values(contract, inputs)
+        shape = (*np.shape(values["x"])[:-1], inputs.num_heads, values["dim"]) if heads else np.shape(values["x"])
+        module = self._module(values, inputs.arrays, shape, contract)
+        return module, self.modules[self._key(values, inputs.arrays)][1]
+
+    def _values(self, contract: Contract, inputs: CaseInputs, leaves: dict | None = None) -> tuple[dict, bool]:
+        """The values for this case, and whether the module runs per head: when the norm's span is a
+        head and the weight is one head's (a full-width weight, as a grouped norm's, means a module
+        over the whole row, whose dim is then the width)."""
+        values = {**_values(self.framework, contract, inputs), **(leaves or {})}
+        heads = values["dim"] != values["width"] and contract.weight_span != "full"
+        if not heads:
+            values["dim"] = values["width"]
+        return values, heads
+
+    def _key(self, values: dict, arrays: dict) -> tuple:
+        return (values["dim"], values["eps"], values["group_size"] if "group_size" in self.record.call else None,
+                arrays["x"].dtype.str)
 
     def call_with(self, contract: Contract, inputs: CaseInputs, leaves: dict):
-        values = {**_values(self.framework, contract, inputs), **leaves}
-        x, width, span = values["x"], values["width"], values["dim"]
-        heads = span != width
+        values, heads = self._values(contract, inputs, leaves)
+        x, span = values["x"], values["dim"]
         if heads:  # as Qwen3Attention feeds q_norm: (..., heads, head_dim)
             values["x"] = x.reshape(*x.shape[:-1], inputs.num_heads, span)
-        module = self._module(values, inputs.arrays, np.shape(values["x"]))
+        module = self._module(values, inputs.arrays, np.shape(values["x"]), contract)
         if self.call is not None:
             args, kwargs = self.call.bind(values)
             out = module(*args, **kwargs)
         else:
             out = module(*(values[name] for name in self.record.module_call))
-        return out.reshape(x.shape) if heads else out
+        return _reshaped(out, x.shape) if heads else out
 
-    def _module(self, values: dict, arrays: dict, shape: tuple):
-        key = (values["dim"], values["eps"], arrays["x"].dtype.str)
+    def _module(self, values: dict, arrays: dict, shape: tuple, contract: Contract):
+        key = self._key(values, arrays)
         if key not in self.modules:
             module = _build(self.cls, self.init, values, self.extras, self.shown)
             module = self.framework.prepare_module(module, arrays["x"])
             self.framework.build(module, np.zeros(shape, dtype=arrays["x"].dtype))
-            self.modules[key] = (module, self._gain(module, values["dim"]) if "weight" in arrays else None)
-        module, gain = self.modules[key]
-        if gain is not None:
-            self._set_weight(module, gain, arrays["weight"])
+            held = {}
+            if "weight" in arrays:
+                held["weight"] = self._gain(module, values["dim"], _identity(arrays, "weight", contract))
+            if "bias" in arrays:
+                held["bias"] = self._bias(module, values["dim"], held.get("weight"))
+            self.modules[key] = (module, {k: v for k, v in held.items() if v is not None})
+        module, held = self.modules[key]
+        for operand in MODULE_OPERANDS:
+            if operand not in arrays:
+                continue
+            if operand in held:
+                self._set_weight(module, held[operand], arrays[operand])
+            elif not _identity(arrays, operand, contract):
+                raise TypeError(f"{self.shown} has no {operand} parameter (normdiff looks for "
+                                f"{' / '.join(calls.ALIASES[operand])} of shape ({values['dim']},)), and this case's "
+                                f"{operand} is not the identity")
         return module
 
-    def _gain(self, module, span: int) -> str:
+    def _gain(self, module, span: int, optional: bool = False) -> str | None:
         """The parameter that takes the case's weight: --weight-attr, else the one of shape (span,)
-        (a weight-like name breaks a tie: LayerNorm's weight beside its bias)."""
+        (a weight-like name breaks a tie: LayerNorm's weight beside its bias); `optional` (the case's
+        weight is the identity): None where the class has no parameter of that shape."""
         found = self.framework.weights(module)
         if self.weight_attr:
             if self.weight_attr not in found and not hasattr(module, self.weight_attr):
@@ -219,17 +253,44 @@ class ClassAdapter:
         if len(fitting) > 1:
             named = [n for n in fitting if n.rpartition(".")[2].rpartition("/")[2] in calls.ALIASES["weight"]]
             fitting = named if len(named) == 1 else fitting
+        if not fitting and optional:
+            return None
         if len(fitting) != 1:
             which = "none" if not fitting else ", ".join(fitting)
             raise TypeError(f"{self.shown}: normdiff looks for its gain as the one parameter of shape ({span},) and "
                             f"found {which} among {_listed(found)}; name it with --weight-attr")
         return fitting[0]
 
+    def _bias(self, module, span: int, gain: str | None) -> str | None:
+        """The parameter that takes the case's bias: the one of shape (span,) other than the gain
+        whose name is a bias's (bias, beta, b); None when there is none."""
+        found = self.framework.weights(module)
+        named = [n for n, shape in found.items() if tuple(shape) == (span,) and n != gain
+                 and n.rpartition(".")[2].rpartition("/")[2] in calls.ALIASES["bias"]]
+        return named[0] if len(named) == 1 else None
+
     def _set_weight(self, module, name: str, weight: np.ndarray) -> None:
         if self.framework.set_weight is not None:
             self.framework.set_weight(module, name, weight)
         else:
             setattr(module, name, self.framework.from_numpy(weight))
+
+
+def _reshaped(out, shape: tuple):
+    """A module's output over heads back in x's shape: each result of an op with several (a tuple
+    or list of them, or a dict by name)."""
+    if isinstance(out, dict):
+        return {name: v.reshape(shape) for name, v in out.items()}
+    if isinstance(out, (tuple, list)):
+        return type(out)(v.reshape(shape) for v in out)
+    return out.reshape(shape)
+
+
+def _identity(arrays: dict, operand: str, contract: Contract) -> bool:
+    """Whether the case's weight (offset + w = 1) or bias (0) leaves the normalised value as it is,
+    so that a class without that parameter computes the same function."""
+    value = np.asarray(arrays[operand], dtype=np.float64)
+    return bool(np.all(value == (1.0 - contract.weight_offset if operand == "weight" else 0.0)))
 
 
 def _listed(found: dict) -> str:
@@ -256,11 +317,11 @@ class GraphAdapter:
             name = _meaning(given)
             if name in inputs.arrays:
                 feeds[given] = _fed(inputs.arrays[name], given, dtype, values["dtype_name"])
-            elif name in ("eps", "num_heads"):
+            elif name in PARAMS:
                 feeds[given] = np.asarray(values[name], dtype=dtype or np.float32)
             else:
                 raise TypeError(f"{self.shown}: graph input {given!r} is none of what normdiff feeds "
-                                f"({', '.join(list(inputs.arrays) + ['eps', 'num_heads'])}, under their usual names)")
+                                f"({', '.join(list(inputs.arrays) + list(PARAMS))}, under their usual names)")
         return self.framework.run_graph(graph, feeds)
 
     def _graph(self, values: dict):
@@ -329,6 +390,10 @@ def probe(target: str, op: str, candidates: list[str]) -> str | None:
             out = FunctionAdapter(obj, fw, record, "", target, None)(op, case.contract, inputs)
         except Exception:  # noqa: BLE001 - it does not take this framework's arrays
             continue
+        if isinstance(out, dict):  # an op with several results (a fused add's): judged by its y
+            out = out.get("y")
+        elif isinstance(out, (tuple, list)) and out:
+            out = out[0]
         own = fw.array_types and type(out).__module__.startswith(fw.array_types)
         if own or (name == "numpy" and isinstance(out, np.ndarray)):
             return name
@@ -371,20 +436,32 @@ def make_backward_adapter(target: str, framework: str, op: str, call: str = "", 
 
 class ExplicitBackward:
     """fn(dy, <the op's call>) -> the gradients in the call's operand order (dx, dw; dx, dgate, dw
-    for the gated norm), a dict of them by name (dx / x, ...), or dx alone for an op with only x."""
+    for the gated norm), a dict of them by name (dx / x, ...), or dx alone for an op with only x.
+    An op with several results takes one upstream gradient per result, dy first: a fused add's
+    fn(dy, dresidual_out, x, residual, weight, eps) -> (dx, dresidual, dw) (the record's
+    backward_call; the upstreams after dy bind like the call, by position or by name: dh, dres)."""
 
     def __init__(self, fn, framework: Framework, record: Op, call: str, shown: str):
         import functools
 
         self.fn, self.framework, self.record, self.shown = fn, framework, record, shown
         # the call after dy binds like a forward's: by position, or by name through the aliases
-        self.template = (calls.parse(call, calls.names_for(record)) if call
-                         else calls.default_call(functools.partial(fn, None), record, shown))
+        rest = calls.backward_rest(record)
+        signature = f"{record.name}_backward(dy, {', '.join(rest)})"
+        self.template = (calls.parse(call, calls.names_for(record, backward=True)) if call
+                         else calls.default_call(functools.partial(fn, None), record, shown, rest, signature))
 
-    def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict:
-        values = _values(self.framework, contract, inputs)
+    def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy) -> dict:
+        upstream = dict(dy) if isinstance(dy, dict) else {"y": dy}
+        missing = [r for r in self.record.results if r not in upstream]
+        if missing:
+            raise ValueError(f"no upstream gradient of {', '.join(missing)} to call {self.shown} with")
+        given = {name: self.framework.from_numpy(np.asarray(upstream[result]))
+                 for name, result in zip(self.record.upstreams, self.record.results)}  # dy, dresidual_out
+        first = given.pop("dy")
+        values = {**_values(self.framework, contract, inputs), **given}
         args, kwargs = self.template.bind(values)
-        return self.named(self.fn(self.framework.from_numpy(dy), *args, **kwargs))
+        return self.named(self.fn(first, *args, **kwargs))
 
     def named(self, value) -> dict:
         wanted = list(self.record.gradients.items())  # (dx, x), (dw, weight), ...
@@ -403,31 +480,53 @@ class ExplicitBackward:
 
 
 class DifferentiatedForward:
-    """J^T dy of a user's forward (a function or a module class), by its framework's autograd."""
+    """J^T dy of a user's forward (a function or a module class), by its framework's autograd. For
+    an op with several results (a fused add's (y, residual_out)) dy is {result: upstream gradient}
+    and the forward's results (a tuple, a list or a dict by name) are differentiated together: the
+    gradients are the sum of each result's J^T times its upstream gradient."""
 
     def __init__(self, forward, framework: Framework, record: Op):
         self.forward, self.framework, self.record = forward, framework, record
 
-    def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict:
+    def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy) -> dict:
         floats = {n: a for n, a in inputs.arrays.items() if n in self.record.gradients.values()}
         if isinstance(self.forward, ClassAdapter):  # its gain is a parameter, not an input
             return self._module(contract, inputs, floats, dy)
 
         def run(leaves):
-            return self.forward.call_with(contract, inputs, leaves)
+            return self._results(self.forward.call_with(contract, inputs, leaves))
         return self.framework.differentiate(run, floats, dy, {})
 
+    def _results(self, out):
+        """A multi-result forward's value as the tuple of its results, in the record's order (what
+        the frameworks' vjp pairs with the upstream gradients); a one-result op's as it is."""
+        results = self.record.results
+        if len(results) == 1:
+            return out
+        if isinstance(out, dict):
+            missing = [r for r in results if out.get(r) is None]
+            if missing:
+                raise TypeError(f"{self.forward.shown} returned a dict without {', '.join(missing)}: return "
+                                f"({', '.join(results)})")
+            return tuple(out[r] for r in results)
+        if not isinstance(out, (tuple, list)) or len(out) != len(results):
+            got = f"{len(out)} values" if isinstance(out, (tuple, list)) else f"one {type(out).__name__}"
+            raise TypeError(f"{self.forward.shown} returned {got}; {self.record.name} returns {len(results)}: "
+                            f"({', '.join(results)})")
+        return tuple(out)
+
     def _module(self, contract, inputs, floats, dy) -> dict:
-        weight = floats.pop("weight", None)
+        held = [name for name in MODULE_OPERANDS if floats.pop(name, None) is not None]  # parameters, not inputs
         adapter = self.forward
-        module, name = adapter.prepared(contract, inputs)
-        params = {"weight": _attribute(module, name)} if weight is not None and name else {}
+        module, names = adapter.prepared(contract, inputs)
+        params = {operand: _attribute(module, names[operand]) for operand in held if names.get(operand)}
 
         def run(leaves):
-            return adapter.call_with(contract, inputs, leaves)
+            return self._results(adapter.call_with(contract, inputs, leaves))
         grads = self.framework.differentiate(run, floats, dy, params)
-        if weight is not None and "weight" not in grads:
-            raise TypeError(f"{adapter.shown}: normdiff found no parameter to differentiate for the weight")
+        for operand in held:
+            if operand not in grads:
+                raise TypeError(f"{adapter.shown}: normdiff found no parameter to differentiate for the {operand}")
         return grads
 
 

@@ -36,7 +36,7 @@ from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, PASSING
 from normdiff.harness.engine import oracle
-from normdiff.harness.engine.judge import reference_for, ulp_rule
+from normdiff.harness.engine.judge import ulp_rule
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages, worst
 from normdiff.text import number
@@ -102,13 +102,16 @@ def replay(case: Case, impl: Implementation, timeout: float = 60.0) -> Replay:
                            keep_outputs=True)
     row = report.results.iloc[0].to_dict()
     inputs = case.inputs()
-    if case.dy:
-        from normdiff.harness.engine.runner import prepare
-
-        exact = prepare(case, [case]).ref.exact
-    else:
-        exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    exact = prepared_reference(case).exact  # the case's own output: y, a further result, or a gradient
     return Replay(case, impl, row, report.outputs.get((case.id, impl.name)), inputs, exact)
+
+
+def prepared_reference(case: Case):
+    """The judge's reference for `case` (its exact output and where its ULPs are counted), as the
+    run prepares it."""
+    from normdiff.harness.engine.runner import prepare
+
+    return prepare(case, [case]).ref
 
 
 def _number(value) -> str:
@@ -244,7 +247,12 @@ class CaseInputs:
 
 
 def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
-    """(code defining `implementation()` -> ndarray, what it needs)."""
+    """(code defining `implementation()` -> ndarray, what it needs). A backward case runs the
+    implementation's backward adapter through normdiff (the script gives it UPSTREAM, the call's
+    upstream gradient, and keeps the gradient the case judges); a forward one inlines our own
+    modules where it can."""
+    if case.pass_ == "backward":
+        return _adapter_code(case, impl)
     entry = impl.entry
     module = INLINED.get(entry) if not impl.params else None
     changes = None
@@ -261,15 +269,31 @@ def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
         # torch outputs cross to NumPy as the worker converts them (the framework record's function)
         convert = ("" if module == "numpy_own" else
                    _inlined(ast.parse(f"from {TORCH_FRAMEWORK} import to_numpy").body[0]) + "\n\n\n")
+        pick = _result_pick(case)
         code = (f"{_contract_class(case.contract)}\n\nCONTRACT = Contract()\n\n{mutant}"
                 f"# ---- normdiff/implementations/{module}.py, inlined ----\n\n{source}\n\n"
                 f"# ---- end of {module}.py ----\n\n\n{convert}"
                 f"def implementation() -> np.ndarray:\n"
-                f"    out = run(OP, {call}, CaseInputs(INPUTS, NUM_HEADS))\n"
+                f"    out = run(OP, {call}, CaseInputs(INPUTS, NUM_HEADS)){pick}\n"
                 f"    return {'np.asarray(out)' if module == 'numpy_own' else 'to_numpy(out)'}\n")
         needs = "numpy, ml_dtypes" + (", torch" if module == "torch_own" else "")
         return code, needs
-    params = dict(impl.params)
+    return _adapter_code(case, impl)
+
+
+def _result_pick(case: Case) -> str:
+    """The indexing that takes a forward case's result from an op's tuple of results ("" for one)."""
+    results = case.record.results
+    return "" if len(results) == 1 else f"[{results.index(case.output)}]  # {case.output}"
+
+
+def _adapter_code(case: Case, impl: Implementation) -> tuple[str, str]:
+    backward = case.pass_ == "backward"
+    entry, params = impl.entry_for(case.pass_), dict(impl.params)
+    if backward:
+        call, take = "CaseInputs(INPUTS, NUM_HEADS), UPSTREAM", f"[{case.operand!r}]  # the gradient of {case.operand}"
+    else:
+        call, take = "CaseInputs(INPUTS, NUM_HEADS)", _result_pick(case)
     code = f'''# {impl.name} runs through its normdiff adapter, as normdiff's worker calls it (not its runner)
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.conventions import get_contract
@@ -285,7 +309,8 @@ def implementation() -> np.ndarray:
     adapter = load_entry(ENTRY)
     if PARAMS:
         adapter = adapter(**PARAMS)
-    return to_numpy(adapter(OP, get_contract(OP, CONVENTION), CaseInputs(INPUTS, NUM_HEADS)))
+    out = adapter(OP, get_contract(OP, CONVENTION).replace(eps=EPS), {call}){take}
+    return to_numpy(out)
 '''
     return code, f"normdiff and {impl.framework}" + (f" ({', '.join(impl.requires)})" if impl.requires else "")
 
@@ -293,7 +318,8 @@ def implementation() -> np.ndarray:
 def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> str:
     """The text of a self-contained Python script that replays `case` on `impl`."""
     inputs = replayed.inputs if replayed else case.inputs()
-    exact = replayed.exact if replayed else oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    prepared = prepared_reference(case)
+    exact = replayed.exact if replayed else prepared.exact
     code, needs = _implementation_code(case, impl)
     seen = ""
     if replayed is not None:
@@ -302,8 +328,12 @@ def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> 
                 f"(budget {_number(row.get('tolerance_ulp'))} ulp)")
     arrays = "\n".join(f"    {name!r}: {_array_literal(a)}," for name, a in inputs.arrays.items())
     rule = ulp_rule(case.op)
-    prepared = reference_for(case, inputs, exact)
     spacing, floored = prepared.ulp, prepared.floor is not None
+    upstream = ""
+    if case.pass_ == "backward":  # the call's upstream gradient(s), as the run drew them
+        dy = case.upstreams(oracle.results(case.contract, inputs.arrays, inputs.num_heads))
+        upstream = ("UPSTREAM = {" + ", ".join(f"{k!r}: {_array_literal(v)}" for k, v in dy.items()) + "}"
+                    if isinstance(dy, dict) else f"UPSTREAM = {_array_literal(dy)}")
     torch_import = "import torch\n" if "torch" in needs.split(", ") else ""
     return f'''#!/usr/bin/env python3
 """Standalone repro, generated by `normdiff repro {case.id} --implementation {impl.name} --script`.
@@ -315,7 +345,7 @@ implementation  {impl.name} ({impl.kind}, {impl.framework}): {impl.description}{
 Needs {needs}. Run: python THIS_FILE.py
 Inputs are the exact bits normdiff gave the implementation; REFERENCE is the contract evaluated
 exactly in float64 on them; ULP is the spacing of {case.dtype} each element's error is counted in, as
-normdiff's judge counts it ({"at the magnitude of each rotated pair (ref_i, ref_(i+D/2)) of a head" if rule == "rotation_pair" else "at |ref|"}{", never finer than at the weight x the smallest normal (a Llama cast on subnormals)" if floored else ""}).
+normdiff's judge counts it ({"at the magnitude of each rotated pair (ref_i, ref_(i+D/2)) of a head" if rule == "rotation_pair" else "at |ref|"}{", never finer than at its floor: the magnitude of the terms it sums (a gradient; a LayerNorm's span scale) or the weight x the smallest normal (a Llama cast on subnormals)" if floored else ""}).
 """
 from __future__ import annotations
 
@@ -345,6 +375,8 @@ BUDGET_ULP = {_py_float(replayed.row.get("tolerance_ulp") if replayed else None)
 INPUTS = {{
 {arrays}
 }}
+EPS = {case.contract.eps!r}
+{upstream}
 REFERENCE = {_array_literal(np.asarray(exact, dtype=np.float64))}
 ULP = {_array_literal(np.asarray(spacing, dtype=np.float64))}
 
@@ -376,10 +408,12 @@ def main() -> int:
     cols = list(range(min({worst.SIDE_BY_SIDE}, flat.shape[-1])))
     if col not in cols:
         cols.append(col)
-    x = INPUTS["x"].astype(np.float64).reshape(flat.shape)[row]
+    shown = [("reference", REFERENCE.reshape(flat.shape)[row]), ("output", o.reshape(flat.shape)[row]),
+             ("ulp error", flat[row])]
+    if o.shape == INPUTS["x"].shape:  # x beside an output shaped like it (not beside dw)
+        shown.insert(0, ("x", INPUTS["x"].astype(np.float64).reshape(flat.shape)[row]))
     print(f"worst element: row {{row}}, column {{col}}; row {{row}}, columns {{cols}}:")
-    for name, values in (("x", x), ("reference", REFERENCE.reshape(flat.shape)[row]),
-                         ("output", o.reshape(flat.shape)[row]), ("ulp error", flat[row])):
+    for name, values in shown:
         print(f"  {{name:<12}}" + " ".join(f"{{values[i]:>12.6g}}" for i in cols))
     verdict = ("nan_mismatch" if mismatched else "within budget" if max_ulp <= BUDGET_ULP
                else "beyond budget" if max_ulp == max_ulp else "no finite element")

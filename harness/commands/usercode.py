@@ -211,8 +211,8 @@ def user_implementation(target: str, op: str, convention: str, framework: str | 
     record = get_op(op)
     get_contract(op, convention)  # an unknown convention or an undefined pair says so here
     for template in (call, init):
-        if template:
-            parse(template, names_for(record))
+        if template:  # a forward's names, or an explicit backward's (its further upstream gradients)
+            parse(template, names_for(record) | names_for(record, backward=True))
     parsed = parse_target(target)
     fw = framework or detect_framework(parsed, op)
     if not get_framework(fw).user_code:

@@ -47,6 +47,33 @@ it (3, 12, 3 and 3 float32 ULPs at 16384 on the same rows); MLX's CPU `fast.rms_
 the first version's budget (16, with pairwise sums in mind) failed them. n is the normalised span:
 head_dim for per-head norms, the whole row otherwise (`Case.span`).
 
+**Centring** (LayerNorm, the "centred" rule): x - mean(x) is computed with a float32 mean, which
+any legal order of its sum leaves up to gamma_n mean|x| off (the sequential bound again), and that
+error lands in every centred element, relative to the span's spread sqrt(var + eps). In ULPs of the
+output, relative to the normalised value: gamma_n kappa / u_dtype with
+kappa = mean|x| / sqrt(var + eps) per span, the worst span of the case (oracle.centring_condition):
+about n/2 ULPs more than the reduction for mean-zero rows (kappa ~ 0.8), and far more on rows at
+mean 1000 with std 1 (kappa 1000), where the centring really is that ill-conditioned. A one-pass
+variance E[x^2] - E[x]^2 errs by u32 m^2 / var = u32 kappa^2 relative (already at its one rounding
+of E[x^2]), kappa times the two-pass bound per unit of n: the `narrow` regime at widths up to 128 is
+where it shows. The chain: the mean's and the variance's divisions and the subtraction (1/2 each on
+top of the "single" 8) in float32, 9; one rounding in bf16 / fp16 (PyTorch's CPU layer_norm
+computes in float32). Where: the mean's error is one value for the whole span, so it is counted at
+the span's scale, not at |y| (which is ~0 wherever x sits near the mean), and y = u * w + b can
+cancel to far below |u * w|, which a float32 u errs relative to: ULPs are counted no finer than at
+rms(u) |w| + |b| (oracle.centred_floor, the judge's floor).
+The backward: kappa enters dx and dw as n kappa u32 (x_hat carries it); db is a sum of dy over rows,
+(R + 8) u32 and two dtype roundings.
+
+**A fused residual add** (add_rms_norm, the "residual_sum" rule): h = x + residual rounded to the
+input dtype before the norm (HF's decoder order) is one more rounding of the norm's input (a
+relative u: 1 ULP) on top of the Llama chain: 3 in bf16 / fp16, 9 in float32; a convention that keeps
+the sum in float32 (vLLM's native path) takes the plain norm's chain (`rounding_rule`), so the sum
+rounded first where it is kept (up to 3 roundings) is out of it on enough elements. Its second result,
+residual_out = h in the dtype, is one correctly rounded sum: half an ULP (`RESULT_BUDGETS`), which a
+truncated sum (vs round to nearest) leaves on about half its elements. Its backward: dx and
+dresidual are the same gradient (d residual_out + J^T dy), the sum one more dtype rounding.
+
 **Subnormals** are not in the budget but in where ULPs are counted (engine/judge.py, `ulp_floor`):
 a Llama cast rounds the normalised value to the dtype before the weight multiply, and below the
 dtype's smallest normal that rounding is absolute (half the subnormal spacing), which the weight then
@@ -94,10 +121,14 @@ from normdiff.harness.data.ops import OPS
 
 # dtype -> rounding rule -> the chain's budget in ULPs
 CHAINS: dict[str, dict[str, float]] = {
-    "float32": {"single": 8.0, "three_roundings": 8.0, "rotation": 18.0},
-    "bfloat16": {"single": 2.0, "three_roundings": 3.0, "rotation": 6.0},
-    "float16": {"single": 2.0, "three_roundings": 3.0, "rotation": 6.0},
+    "float32": {"single": 8.0, "three_roundings": 8.0, "rotation": 18.0, "centred": 9.0, "residual_sum": 9.0},
+    "bfloat16": {"single": 2.0, "three_roundings": 3.0, "rotation": 6.0, "centred": 2.0, "residual_sum": 3.0},
+    "float16": {"single": 2.0, "three_roundings": 3.0, "rotation": 6.0, "centred": 2.0, "residual_sum": 3.0},
 }
+# A further forward result is a value of its own, with its own budget: a fused add's residual_out
+# is x + residual, one correctly rounded sum of two values in the dtype (in float32 and rounded once
+# alike): half an ULP, so a truncated one (up to a whole ULP, toward zero) is out
+RESULT_BUDGETS = {"residual_out": 0.5}
 MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
 U32 = 2.0 ** -24
 
@@ -110,47 +141,92 @@ def reduction(dtype: str, n: int) -> float:
     return gamma / 2.0 / u_dtype
 
 
-def chain(dtype: str, op: str) -> float:
+def chain(dtype: str, op: str, rule: str | None = None) -> float:
+    """The rounding chain of `op` in `dtype` (`rule`: the one its contract takes, `rounding_rule`;
+    default the op record's)."""
     try:
         per_rule = CHAINS[dtype]
     except KeyError:
         raise UsageError(f"no ULP budget for dtype {dtype!r}; known: {', '.join(CHAINS)}") from None
-    return per_rule[OPS[op].rounding]
+    return per_rule[rule or OPS[op].rounding]
 
 
-def budget_for(dtype: str, op: str, n: int) -> float:
-    """The ULP budget of `op`'s cases in `dtype` over a normalised span of n elements."""
-    return chain(dtype, op) + reduction(dtype, n)
+def rounding_rule(contract) -> str:
+    """The chain a contract's roundings follow: its op's, but a fused add that keeps its sum in
+    float32 (vLLM's native path) rounds no more than the plain norm ("single")."""
+    rule = OPS[contract.op].rounding
+    if rule == "residual_sum" and contract.residual_dtype == "float32":
+        return "single"
+    return rule
+
+
+def centring(dtype: str, n: int, condition: float) -> float:
+    """What the float32 mean may cost a centring op, in ULPs of `dtype`: gamma_n kappa / u_dtype,
+    kappa = mean|x| / sqrt(var + eps) (oracle.centring_condition; module docstring)."""
+    if not condition:
+        return 0.0
+    return 2.0 * reduction(dtype, n) * condition
+
+
+def systematic_part(dtype: str, n: int, condition: float = 0.0) -> float:
+    """The part of a forward budget a legal float32 order may spend alike on every row (its sum of
+    squares, a centring's mean): the channel-bias check allows a channel's mean error this much more."""
+    return reduction(dtype, n) + centring(dtype, n, condition)
+
+
+def budget_for(dtype: str, op: str, n: int, condition: float = 0.0, result: str = "y",
+               rule: str | None = None) -> float:
+    """The ULP budget of `op`'s cases in `dtype` over a normalised span of n elements; `condition`
+    is a centring op's kappa (0 for the others); `result` the forward result judged (y, or a fused
+    add's residual_out, whose budget is its own); `rule` the contract's rounding rule
+    (`rounding_rule`; default the op's)."""
+    if result != "y":
+        chain(dtype, op)  # an unknown dtype says so
+        return RESULT_BUDGETS[result]
+    return chain(dtype, op, rule) + systematic_part(dtype, n, condition)
 
 
 # A correct backward's roundings in the case dtype, each <= 1 ULP at S (module docstring):
 # output -> the count for every op, plus what RoPE's transpose and a gate's activation add
-GRADIENT_ROUNDINGS = {"dx": 3, "dw": 3, "dgate": 5}
-ROPE_ROUNDINGS, GATE_ROUNDINGS = 3, 2
+GRADIENT_ROUNDINGS = {"dx": 3, "dw": 3, "dgate": 5, "db": 2, "dresidual": 3}
+# RoPE's transpose, a gate's activation, a fused add's sum of the two upstream gradients
+ROPE_ROUNDINGS, GATE_ROUNDINGS, SUM_ROUNDINGS = 3, 2, 1
 
 
 def gradient_float32_part(output: str, n: int, reduced_rows: int = 1) -> float:
     """The float32 part of a gradient's error, relative to its scale S, in units of u32."""
-    if output == "dx":
+    if output in ("dx", "dresidual"):  # a fused add's residual gets x's gradient
         return 2.5 * n + 36
     if output == "dw":
         return reduced_rows + n / 2 + 8
     if output == "dgate":
         return n / 2 + 16
+    if output == "db":
+        return reduced_rows + 8
     raise UsageError(f"no budget for backward output {output!r}; known: {', '.join(GRADIENT_ROUNDINGS)}")
 
 
-def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int = 1) -> float:
+def gradient_systematic(dtype: str, output: str, n: int, reduced_rows: int = 1, condition: float = 0.0) -> float:
+    """A gradient budget's float32 part, in ULPs of the dtype (what the channel-bias check allows
+    on top of its own budget: see `systematic_part`)."""
+    centred = n * condition if output in ("dx", "dw") else 0.0
+    return (gradient_float32_part(output, n, reduced_rows) + centred) * U32 / 2.0 ** -(MANTISSA_BITS[dtype] + 1)
+
+
+def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int = 1,
+                    condition: float = 0.0) -> float:
     """The ULP budget of a backward output at its scale S (module docstring): the dtype roundings a
     correct backward may take, plus its float32 part for every legal order of its sums over the
-    span n and, for dw, over `reduced_rows` (rows x the heads that share a per-head weight)."""
+    span n and, for dw and db, over `reduced_rows` (rows x the heads that share a per-head weight);
+    for a centring op the error the float32 mean carries into x_hat (`condition`, kappa) enters dx
+    and dw as it enters the forward."""
     chain(dtype, op)  # an unknown dtype says so
-    u_dtype = 2.0 ** -(MANTISSA_BITS[dtype] + 1)
-    float32 = gradient_float32_part(output, n, reduced_rows) * U32 / u_dtype
+    float32 = gradient_systematic(dtype, output, n, reduced_rows, condition)
     if dtype == "float32":
         return CHAINS["float32"][OPS[op].rounding] + float32
     rule = OPS[op].rounding
-    extra = ROPE_ROUNDINGS if rule == "rotation" else GATE_ROUNDINGS if rule == "three_roundings" else 0
+    extra = {"rotation": ROPE_ROUNDINGS, "three_roundings": GATE_ROUNDINGS,
+             "residual_sum": SUM_ROUNDINGS if output in ("dx", "dresidual") else 0}.get(rule, 0)
     return GRADIENT_ROUNDINGS[output] + extra + float32
 
 

@@ -40,6 +40,7 @@ class Bug:
 
 
 _XH = "x * rsqrt(mean(x^2) + eps)"
+_LN = "(x - mean x) * rsqrt(var(x) + eps)"
 
 BUGS: dict[str, Bug] = {
     b.id: b
@@ -151,6 +152,59 @@ BUGS: dict[str, Bug] = {
             "x * rsqrt(sum(x^2) + eps)", "x / (sqrt(sum(x^2)) + eps)",
             "eps added to the norm instead of its square", "norm(x) <~ 1e-2", ("tiny_rms",),
             ("mlx-lm #1624", "axlearn #21")),
+        # LayerNorm (layer_norm@torch: F.layer_norm's contract)
+        Bug("ln-one-pass-variance", "layer_norm", "torch", {"variance_form": "one_pass"},
+            f"{_LN} * w + b, var = mean((x - m)^2)", f"{_LN} * w + b, var = E[x^2] - E[x]^2 in float32",
+            "the one-pass variance: exact in exact arithmetic, catastrophic in float32 once |mean| >> std "
+            "(negative variance, NaN or zeros at mean 1000, std 0.1)",
+            "rows at mean 1000 with std 1 or 0.1 (float32, float16)", ("narrow",),
+            ("burn #5607 (error 1.03 at mean 100)", "TVM #19592 / PR #19643", "tt-metal #45968",
+             "openvino PR #36587", "MLX #2238 / PR #2246")),
+        Bug("ln-unbiased-variance", "layer_norm", "torch", {"correction": 1},
+            f"{_LN} * w + b, var over n", f"{_LN} * w + b, var over n - 1 (torch.var's default)",
+            "the unbiased variance: y shrinks by sqrt((n - 1) / n), 0.8 % at n = 64, 0.05 % at n = 1024",
+            "any input; small widths show it most", ("normal", "mean_shift"),
+            ("a common slip: torch.var(x, -1) defaults to correction=1; LayerNorm divides by n",)),
+        Bug("ln-mean-not-subtracted", "layer_norm", "torch", {"centre": False},
+            f"{_LN} * w + b", "x * rsqrt(var(x) + eps) * w + b",
+            "the mean subtracted in the variance but not from x: right only for mean-zero rows",
+            "inputs with a non-zero mean", ("mean_shift", "narrow"),
+            ("keras LayerNormalization(rms_scaling=True) (variance without centring)", "keras #21234")),
+        Bug("ln-bias-before-scale", "layer_norm", "torch", {"bias_order": "before_scale"},
+            f"{_LN} * w + b", f"({_LN} + b) * w",
+            "the bias added before the weight: the bias scaled by w; invisible with all-ones weights or zero biases",
+            "trained weights and a non-zero bias", ("normal",),
+            ("LayerNorm ports that fold the bias into the normalised value before the affine weight",)),
+        # fused residual add + RMSNorm (vLLM / SGLang fused_add_rms_norm)
+        Bug("add-residual-after-norm", "add_rms_norm", "qwen3", {"residual_order": "after_norm"},
+            "h = x + residual; y = rms_norm(h) * w", "y = rms_norm(x) * w + residual",
+            "the residual added after the norm instead of before it (a post-norm block where a pre-norm one is meant)",
+            "any input", ("normal",),
+            ("pre-norm vs post-norm confusion in ports; CATALOGUE fused-add row",)),
+        Bug("add-residual-truncated", "add_rms_norm", "vllm", {"residual_rounding": "truncate"},
+            "residual_out = round_to_nearest(x + residual)", "residual_out = truncate(x + residual) toward zero",
+            "residual_out truncated fp32 -> bf16 instead of rounded: within an ulp, but always toward zero, "
+            "so the residual stream's bias compounds over layers; y is unaffected",
+            "any input, bf16 / fp16 (half of the elements are off by up to an ulp)", ("normal",),
+            ("ROCm/aiter #5151",)),
+        Bug("add-sum-rounded-first", "add_rms_norm", "vllm", {"residual_dtype": "input"},
+            "h = x.float() + residual.float(); y = rms_norm(h) (the sum kept in float32)",
+            "h = bf16(x + residual); y = rms_norm(h) (the sum rounded before the variance)",
+            "the fused kernel rounds x + residual to the input dtype before the norm where the native path keeps "
+            "it in float32: one more rounding, 1-2 ulp per element, -2.6 pp GSM8K over 60 layers",
+            "bf16 / fp16 on many elements (residuals larger than x)", ("normal", "outliers"),
+            ("vLLM #52104", "vllm-omni PR #6878", "aiter PR #2586")),
+        # the grouped gated norm (Mamba2's MambaRMSNormGated)
+        Bug("group-norm-whole-row", "group_gated_rms_norm", "mamba2", {"scope": "full"},
+            "rms_norm over each group of group_size channels", "rms_norm over the whole row (n_groups = 1)",
+            "the group size ignored: every group scaled by the row's RMS; invisible when groups share a scale",
+            "groups at different scales", ("group_scales",),
+            ("mamba_ssm rms_norm_ref group_size=None vs the model's ngroups", "Mamba2 ports with ngroups > 1")),
+        Bug("group-norm-gate-after", "group_gated_rms_norm", "mamba2", {"gate_order": "norm_then_gate"},
+            "rms_norm_per_group(x * silu(z)) * w", "rms_norm_per_group(x) * w * silu(z)",
+            "Qwen3-Next's gate order in a Mamba2 port (norm_before_gate=True where False is meant)",
+            "any gate; mostly closed gates most", ("normal", "group_scales"),
+            ("mamba_ssm RMSNormGated norm_before_gate", "mamba #547")),
     )
 }
 

@@ -29,6 +29,13 @@ class Contract:
                                           `inverted` multiplies by the denominator instead)
       y    *= weight_offset + w          (when the op has a weight)
       y    *= act(gate)                  (gated op; "gate_then_norm" multiplies x first instead)
+    layer_norm: x is centred first when `centre` (x - mean x over the span; the variance statistic
+    then divides by n - `correction`), and the bias is added: y = y * (offset + w) + b
+    ("after_scale"), or (y + b) * (offset + w) ("before_scale", a bug). `variance_form` "one_pass"
+    (E[x^2] - E[x]^2 in float32) is the same maths, so a rounding knob: the oracle ignores it.
+    add_rms_norm: h = x + residual (exact), y = the norm of h ("before_norm"; "after_norm", a bug:
+    y = norm(x) + residual); it also returns residual_out = h. Where h is rounded (`residual_dtype`)
+    and how (`residual_rounding`) are rounding knobs.
 
     Rounding (what correct low-precision implementations do, and what the ULP budgets absorb):
       cast "one_rounding": (y * (offset + w.float())).to(dtype)   Gemma, Qwen3.5, OLMo2, torch
@@ -73,6 +80,17 @@ class Contract:
     # default 10000; the qwen3 convention sets Qwen3's 1e6). Ignored by every other op.
     rope_order: str = "norm_then_rope"
     rope_theta: float = 10000.0
+    # ops that centre (layer_norm): x - mean(x) normalised, the variance's divisor n - correction,
+    # and how a float32 implementation sums the variance (a rounding knob); where the bias goes
+    centre: bool = False
+    correction: int = 0
+    variance_form: str = "two_pass"
+    bias_order: str = "after_scale"
+    # fused residual adds (add_rms_norm): where h = x + residual is rounded and how, and whether the
+    # norm sees it (rounding knobs but the last, which the oracle honours)
+    residual_dtype: str = "input"
+    residual_rounding: str = "nearest"
+    residual_order: str = "before_norm"
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -100,12 +118,17 @@ class Contract:
         """A one-line formula that a person can check against their code, composed from the knob
         groups that apply to the op."""
         applies = self.record.applies
-        stat = {"mean_square": "mean(x^2)", "sum_square": "sum(x^2)", "variance": "var(x)"}[self.statistic]
+        var = "var(x)" if not self.correction else f"var(x, n - {self.correction})"
+        if applies("variance_form") and self.variance_form == "one_pass":
+            var = f"(E[x^2] - E[x]^2){'' if not self.correction else f' * n / (n - {self.correction})'}"
+        stat = {"mean_square": "mean(x^2)", "sum_square": "sum(x^2)", "variance": var}[self.statistic]
         eps = {"one": "eps", "span": "n*eps", "max_square": "eps*max(x^2)"}[self.eps_scale]
         norm = {"inside": f"x * rsqrt({stat} + {eps})", "outside": f"x / (sqrt({stat}) + {eps})",
                 "clamp": f"x / max(sqrt({stat}), {eps})", "none": f"x * rsqrt({stat})"}[self.eps_placement]
         if self.inverted:
             norm = f"x / ({norm.replace('x * ', '', 1).replace('x / ', '1 / ', 1)})"
+        if applies("centre") and self.centre:
+            norm = norm.replace("x * ", "(x - mean x) * ", 1).replace("x / ", "(x - mean x) / ", 1)
         gated = applies("gate_order")
         if gated and self.gate_order == "gate_then_norm":
             norm = norm.replace("x", f"(x*{self.gate_activation}(z))")
@@ -115,9 +138,19 @@ class Contract:
                          else f"({self.weight_offset:g} + w)")
         if gated and self.gate_order == "norm_then_gate":
             parts.append(f"{self.gate_activation}(z)")
-        text = " * ".join(parts) + f", eps={self.eps:g}"
+        text = " * ".join(parts)
+        if applies("bias_order"):
+            text = (f"{text} + b" if self.bias_order == "after_scale"
+                    else f"({parts[0]} + b) * {' * '.join(parts[1:])}")
+        if applies("residual_order"):
+            h = "h = x + residual" + (" (rounded to the input dtype)" if self.residual_dtype == "input" else " (float32)")
+            text = (f"{h}; y = {text.replace('x', 'h')}" if self.residual_order == "before_norm"
+                    else f"{h}; y = {text} + residual")
+            text += "; returns (y, h" + (" truncated" if self.residual_rounding == "truncate" else "") + ")"
+        text += f", eps={self.eps:g}"
         if applies("scope"):
-            text += ", over each head" if self.scope == "head" else ", over the full H*D vector"
+            span = self.record.span_name
+            text += f", over each {span}" if self.scope == "head" else ", over the full H*D vector"
         if applies("cast"):
             text += ", Llama cast" if self.cast == "llama" else ", one rounding"
         if applies("rope_order"):

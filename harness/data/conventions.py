@@ -46,6 +46,12 @@ def _qwen35_like(name: str, summary: str, eps_source: str) -> Convention:
                   Contract("qk_norm", weight_offset=1.0), eps_source=eps_source)
 
 
+def layer_norm(**knobs) -> Contract:
+    """LayerNorm as torch's F.layer_norm computes it: the biased variance of x - mean(x), eps inside
+    the square root, then w and b (torch's default eps 1e-5 unless the family's config says otherwise)."""
+    return Contract("layer_norm", **{"statistic": "variance", "centre": True, "eps": 1e-5, **knobs})
+
+
 CONVENTIONS: dict[str, Convention] = {
     c.name: c
     for c in (
@@ -53,6 +59,8 @@ CONVENTIONS: dict[str, Convention] = {
                Contract("rms_norm", cast="llama"),
                Contract("qk_norm", cast="llama"),
                Contract("qk_norm_rope", cast="llama", rope_theta=1e6),
+               # the decoder layer's unfused order: residual + hidden in the input dtype, then the norm
+               Contract("add_rms_norm", cast="llama"),
                eps_source="rms_norm_eps 1e-06 in the Qwen3 configs (Qwen/Qwen3-8B config.json)"),
         _qwen35_like("qwen3.5", "zero-centred 1 + gamma, one rounding; gated norm plain gamma; "
                                 "L2 norm x * rsqrt(sum + eps) (HF Qwen3_5RMSNorm)",
@@ -71,13 +79,46 @@ CONVENTIONS: dict[str, Convention] = {
                Contract("rms_norm", weight_offset=1.0),
                Contract("qk_norm", weight_offset=1.0),
                eps_source="rms_norm_eps 1e-06 (google/gemma-3-4b-it text_config)"),
+        define("gemma3n", "plain gamma, all in float32, one rounding (HF Gemma3nRMSNorm: the "
+                          "'Gemma means 1 + gamma' rule breaks here)",
+               Contract("rms_norm"),
+               Contract("qk_norm"),
+               eps_source="rms_norm_eps 1e-06 (google/gemma-3n-E4B-it text_config)"),
+        define("deepseek-v3", "plain gamma, Llama cast; MLA's q_a / kv_a norms on latent widths 1536 and "
+                              "512 (HF DeepseekV3RMSNorm)",
+               Contract("rms_norm", cast="llama"),
+               eps_source="rms_norm_eps 1e-06 (deepseek-ai/DeepSeek-V3 config.json)"),
+        define("vllm", "vLLM's native RMSNorm: Llama cast; fused_add_rms_norm keeps x + residual in float32 "
+                       "for the variance and returns it rounded (RMSNorm.forward_native)",
+               Contract("rms_norm", cast="llama"),
+               Contract("add_rms_norm", cast="llama", residual_dtype="float32"),
+               eps_source="rms_norm_eps 1e-06 of the Qwen3 models vLLM serves; the kernel takes the model's eps"),
+        define("cohere", "LayerNorm without a bias, in float32, one rounding (HF CohereLayerNorm)",
+               layer_norm(),
+               eps_source="layer_norm_eps 1e-05 (CohereForAI/c4ai-command-r-v01 config.json)"),
+        define("olmo", "non-parametric LayerNorm: no weight, no bias, in float32 (HF OlmoLayerNorm, OLMo-1)",
+               layer_norm(),
+               eps_source="OlmoLayerNorm hard-codes eps=1e-5 in F.layer_norm"),
+        define("mamba2", "grouped gated RMSNorm: x * silu(gate) first, then each group of channels "
+                         "normalised, Llama cast (HF MambaRMSNormGated; Bamba, Zamba2, NemotronH alike)",
+               Contract("group_gated_rms_norm", gate_order="gate_then_norm", cast="llama", weight_span="full",
+                        eps=1e-5),
+               eps_source="layer_norm_epsilon 1e-05 (Mamba2Config default, state-spaces/mamba2-2.7b)"),
+        define("llama4", "weightless QK norm: x * rsqrt(mean(x^2) + eps) per head, in float32 "
+                         "(HF Llama4TextL2Norm, applied to q and k after RoPE)",
+               Contract("l2_norm", statistic="mean_square", eps=1e-5),
+               eps_source="rms_norm_eps 1e-05 (meta-llama/Llama-4-Scout-17B-16E config.json)"),
         # Not a model family: the framework built-ins' documented semantics, so that they can be
         # declared against a contract they really implement and measured beside the models'.
         define("torch", "framework built-ins: torch.nn.RMSNorm / F.rms_norm (plain gamma, one "
-                        "rounding) and F.normalize (x / max(norm, eps), eps 1e-12)",
+                        "rounding), F.normalize (x / max(norm, eps), eps 1e-12) and nn.LayerNorm / "
+                        "F.layer_norm (biased variance, eps 1e-5: the LayerNorm of GPT-2, GPT-NeoX, Phi, "
+                        "Falcon, StableLM)",
                Contract("rms_norm"),
                Contract("l2_norm", statistic="sum_square", eps_placement="clamp", eps=1e-12),
-               eps_source="F.normalize's default eps=1e-12; the RMSNorm built-ins are given 1e-6 explicitly "
+               layer_norm(),
+               eps_source="F.normalize's default eps=1e-12; nn.LayerNorm's default 1e-5 (layer_norm_eps 1e-05 in "
+                          "the GPT-NeoX / Pythia and Phi configs); the RMSNorm built-ins are given 1e-6 explicitly "
                           "(their eps=None means finfo(dtype).eps, which depends on the dtype)"),
     )
 }

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 class Finding:
     implementation: str
     outcome: str  # the outcome its rows show
-    where: tuple[tuple[str, str], ...]  # (results column, value) pairs every matching row has
+    # (results column, value) pairs every matching row has; a tuple value: any one of them
+    where: tuple[tuple[str, str | tuple[str, ...]], ...]
     explanation: str
     # the same library function as a user's target (`normdiff check torch.nn.functional:normalize`):
     # a check of it carries the finding too
     targets: tuple[str, ...] = ()
 
+
+_NARROW = ("narrow:1", "narrow:0.1", "narrow:4")  # rows at mean 1000 (cases/regimes.py)
 
 KNOWN: tuple[Finding, ...] = (
     Finding("torch-F.normalize", "nan_mismatch",
@@ -27,4 +30,17 @@ KNOWN: tuple[Finding, ...] = (
             "F.normalize clamps the norm with eps=1e-12 in the input dtype; 1e-12 rounds to 0 in fp16, "
             "so an all-zero row is 0/0 = NaN where x / max(norm, eps) gives 0 (bf16 and fp32 keep eps).",
             ("torch.nn.functional:normalize",)),
+    Finding("flax-layernorm", "disagree", (("op", "layer_norm"), ("regime", _NARROW)),
+            "flax.nnx.LayerNorm defaults to use_fast_variance=True, the one-pass variance E[x^2] - E[x]^2 "
+            "(ln-one-pass-variance's formula): at mean 1000 with std 1 it cancels catastrophically in float32 "
+            "(1.4e6 ulp, 10x the two-pass budget); use_fast_variance=False agrees.",
+            ("flax.nnx:LayerNorm",)),
+    *(Finding(name, "disagree", (("op", "layer_norm"), ("pass", "backward"), ("dtype", ("bfloat16", "float16")),
+                                 ("regime", _NARROW), ("output", ("dx", "dw"))),
+              "PyTorch's CPU native_layer_norm saves the mean and 1/std for its backward in the weight's dtype "
+              "(bf16 / fp16) rather than float32: at mean 1000 the saved bf16 mean is off by up to 2 against a "
+              "std of ~4, so dx and dw are off by tens of ulps (a float32 weight makes it save float32).",
+              (target,))
+      for name, target in (("torch-F.layer_norm", "torch.nn.functional:layer_norm"),
+                           ("torch-nn.LayerNorm", "torch.nn:LayerNorm"))),
 )

@@ -41,6 +41,9 @@ WEIGHT = "weight"  # ops with a gain: offset, cast order, offset dtype
 GATE = "gate"  # gated ops: the gate's activation and order
 SCOPE = "scope"  # ops over heads: per head or the full vector, and the weight's span
 ROPE = "rope"  # ops that rotate: order and base
+CENTRE = "centre"  # LayerNorm: the mean subtracted, the variance's divisor and how it is summed
+BIAS = "bias"  # ops with a bias: where it is added
+RESIDUAL = "residual"  # fused residual adds: where the sum is rounded, how, and where it goes
 
 # Declaration order is the order diagnosis tries them in (ties between equally good candidates keep it).
 KNOBS: dict[str, Knob] = {
@@ -85,13 +88,38 @@ KNOBS: dict[str, Knob] = {
              says={False: "x divided by the RMS", True: "x multiplied by the RMS (the rsqrt inverted)"}),
         Knob("rope_order", ROPE, ("norm_then_rope", "rope_then_norm"),
              says={"norm_then_rope": "the norm before RoPE", "rope_then_norm": "RoPE before the norm"}),
+        Knob("centre", CENTRE, (False, True), summary="x - mean(x) normalised (LayerNorm) or x itself",
+             says={True: "x - mean(x) normalised (the mean subtracted)",
+                   False: "x itself normalised: the mean not subtracted from x"}),
+        Knob("correction", CENTRE, (0, 1), summary="the variance divided by n - correction",
+             says={0: "the biased variance, divided by n (torch's LayerNorm)",
+                   1: "the unbiased variance, divided by n - 1 (torch.var's default)"}),
+        Knob("variance_form", CENTRE, ("two_pass", "one_pass"),
+             summary="mean((x - m)^2) | mean(x^2) - m^2 (one pass: cancels catastrophically when |m| >> std)",
+             says={"two_pass": "the variance as mean((x - mean)^2)",
+                   "one_pass": "the variance as E[x^2] - E[x]^2 in float32 (one pass)"}),
+        Knob("bias_order", BIAS, ("after_scale", "before_scale"), summary="x_hat * w + b | (x_hat + b) * w",
+             says={"after_scale": "the bias added after the weight, x_hat * w + b",
+                   "before_scale": "the bias added before the weight, (x_hat + b) * w"}),
+        Knob("residual_dtype", RESIDUAL, ("input", "float32"),
+             summary="h = x + residual rounded to the input dtype before the norm | kept in float32",
+             says={"input": "the sum x + residual rounded to the input dtype before the variance (HF's decoder)",
+                   "float32": "the sum x + residual kept in float32 for the variance (vLLM's native path)"}),
+        Knob("residual_rounding", RESIDUAL, ("nearest", "truncate"),
+             summary="residual_out rounded to nearest | truncated toward zero",
+             says={"nearest": "residual_out rounded to nearest even",
+                   "truncate": "residual_out truncated toward zero instead of rounded (a bias that compounds over layers)"}),
+        Knob("residual_order", RESIDUAL, ("before_norm", "after_norm"),
+             summary="y = norm(x + residual) | y = norm(x) + residual",
+             says={"before_norm": "the residual added before the norm, y = norm(x + residual)",
+                   "after_norm": "the residual added after the norm, y = norm(x) + residual"}),
         Knob("weight_span", SCOPE, ("head", "full"), summary="the weight is (head_dim,) or (H*D,)"),
         Knob("rope_theta", ROPE, summary="RoPE's base"),
     )
 }
 
 # Knobs that only say how a low-precision implementation rounds: the float64 oracle ignores them.
-ROUNDING_KNOBS = ("cast", "stats_dtype", "offset_dtype")
+ROUNDING_KNOBS = ("cast", "stats_dtype", "offset_dtype", "variance_form", "residual_dtype", "residual_rounding")
 # Knobs that follow from the inputs rather than being tried by diagnosis (the weight's shape)
 DERIVED_KNOBS = ("weight_span",)
 

@@ -62,6 +62,11 @@ WEIGHT = Operand("weight", per=CASE, length="span", table="weight", id_key="w", 
                  column="weights", default="ones", stream=1)
 GATE = Operand("gate", table="gate", id_key="z", suite_key="gates", column="gate", default="open", stream=2)
 POSITIONS = Operand("positions", dtype="int64", length="none", table="positions", default="sorted", stream=3)
+# stream 4 is the upstream gradient's (cases/model.py DY_STREAM)
+BIAS = Operand("bias", per=CASE, length="span", table="bias", id_key="b", suite_key="biases", column="bias",
+               default="zeros", stream=5)
+RESIDUAL = Operand("residual", table="residual", id_key="r", suite_key="residuals", column="residual",
+                   default="normal", stream=6)
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,10 @@ class Op:
     rounding: str = "single"
     ulp_at: str = "value"
     even_head_dim: bool = False
+    span_name: str = "head"  # what one span of the head axis is called ("group" for a grouped norm)
+    # what its forward returns, in order: y, then any further result (a fused add's residual_out);
+    # each is judged as a case of its own, and each gets its own upstream gradient in the backward
+    results: tuple[str, ...] = ("y",)
     knobs: tuple[str, ...] = field(init=False)
     # the operands whose regime a case chooses (weight, gate), in stream order: the order of their
     # parts in a case id, their suite keys and their results.csv columns
@@ -124,12 +133,28 @@ class Op:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """Every output a case of this op can judge: the forward's y, then the gradients."""
-        return ("y", *self.gradients)
+        """Every output a case of this op can judge: the forward's results, then the gradients."""
+        return (*self.results, *self.gradients)
+
+    def by_result(self, value) -> dict:
+        """A forward's return as {result: value}: y's array, or a multi-result op's tuple (in
+        results order) or dict."""
+        if isinstance(value, dict):
+            return dict(value)
+        values = tuple(value) if len(self.results) > 1 else (value,)
+        if len(values) != len(self.results):
+            raise ValueError(f"{self.name} returns {len(self.results)} results, got {len(values)}")
+        return dict(zip(self.results, values))
+
+    @property
+    def upstreams(self) -> tuple[str, ...]:
+        """The upstream gradients a backward call receives, one per result: dy (of y), then
+        d<result> (a fused add's dresidual_out)."""
+        return tuple("dy" if r == "y" else f"d{r}" for r in self.results)
 
     @property
     def backward_call(self) -> tuple[str, ...]:
-        return ("dy", *self.call)
+        return (*self.upstreams, *self.call)
 
     @property
     def backward_signature(self) -> str:
@@ -143,13 +168,14 @@ class Op:
         return knob in self.knobs
 
 
-PARAMS = ("eps", "num_heads")  # the scalar parameters a call can name
+PARAMS = ("eps", "num_heads", "group_size")  # the scalar parameters a call can name
 # a float operand's gradient, as the backward pass's output is named (results.csv `output`)
-GRADIENT_NAMES = {"x": "dx", "weight": "dw", "gate": "dgate"}
+GRADIENT_NAMES = {"x": "dx", "weight": "dw", "gate": "dgate", "bias": "db", "residual": "dresidual"}
 PASSES = ("forward", "backward")
 HEAD_DIMS = ("rows", "num_heads", "head_dim")
 _NORM = (K.STATISTIC,)
 _WEIGHTED = (K.STATISTIC, K.WEIGHT)
+GROUP_DIMS = ("rows", "num_heads", "head_dim")  # a grouped norm's groups ride on the head axis
 
 OPS: dict[str, Op] = {
     op.name: op
@@ -169,6 +195,22 @@ OPS: dict[str, Op] = {
            (X, WEIGHT, POSITIONS), ("x", "weight", "positions", "num_heads", "eps"),
            _WEIGHTED + (K.SCOPE, K.ROPE), module_call=None, dims=HEAD_DIMS, rounding="rotation",
            ulp_at="rotation_pair", even_head_dim=True),
+        # torch's F.layer_norm order: centre, normalise, then w, then + b; the budget grows with
+        # the rows' |mean| / std, the conditioning of the centring (budgets.py)
+        Op("layer_norm", "y = (x - mean x) / sqrt(var(x) + eps) * w + b  (GPT-2, GPT-NeoX, Phi, Cohere, OLMo-1)",
+           (X, WEIGHT, BIAS), ("x", "weight", "bias", "eps"), _WEIGHTED + (K.CENTRE, K.BIAS),
+           rounding="centred"),
+        # vLLM / SGLang fused_add_rms_norm: h = x + residual, y = rms_norm(h); returns (y, h). The
+        # sum is rounded to the input dtype before the norm (HF's unfused decoder) or kept in
+        # float32 (vLLM's native path) by convention; residual_out is h in the input dtype
+        Op("add_rms_norm", "h = x + residual; y = rms_norm(h) * w; returns (y, residual_out = h)  (vLLM, SGLang)",
+           (X, RESIDUAL, WEIGHT), ("x", "residual", "weight", "eps"), _WEIGHTED + (K.RESIDUAL,),
+           module_call=("x", "residual"), rounding="residual_sum", results=("y", "residual_out")),
+        # Mamba2 / Bamba / Zamba2 / NemotronH: x * silu(gate), then an RMSNorm over each group of
+        # group_size channels (a case's "heads" are the groups), weight over the whole width
+        Op("group_gated_rms_norm", "y = rms_norm_per_group(x * silu(gate)) * w  (Mamba2 MambaRMSNormGated)",
+           (X, GATE, WEIGHT), ("x", "gate", "weight", "group_size", "eps"), _WEIGHTED + (K.GATE, K.SCOPE),
+           module_call=("x", "gate"), dims=GROUP_DIMS, rounding="three_roundings", span_name="group"),
     )
 }
 

@@ -1,6 +1,6 @@
 """The oracle: a contract evaluated exactly (in float64) on the bits the implementations received.
 
-Rounding knobs (`cast`, `stats_dtype`, `offset_dtype`) describe how a *low-precision*
+Rounding knobs (`cast`, `stats_dtype`, `offset_dtype`, `variance_form`) describe how a *low-precision*
 implementation rounds; the oracle ignores them on purpose and computes the exact maths, so that
 every implementation's error is its distance from the true value of its contract. The ULP budgets
 in `budgets.py` are what absorb legitimate rounding orders.
@@ -28,13 +28,18 @@ ACTIVATIONS = {
 }
 
 
-def statistic(xs: np.ndarray, kind: str) -> np.ndarray:
+def statistic(xs: np.ndarray, kind: str, correction: int = 0) -> np.ndarray:
     if kind == "mean_square":
         return np.mean(xs * xs, axis=-1, keepdims=True)
     if kind == "sum_square":
         return np.sum(xs * xs, axis=-1, keepdims=True)
-    centred = xs - xs.mean(axis=-1, keepdims=True)  # "variance": LayerNorm's statistic
-    return np.mean(centred * centred, axis=-1, keepdims=True)
+    c = centred(xs)  # "variance": LayerNorm's statistic, over n - correction
+    with np.errstate(divide="ignore", invalid="ignore"):  # n = 1 unbiased: 0/0, as torch.var gives
+        return np.sum(c * c, axis=-1, keepdims=True) / (xs.shape[-1] - correction)
+
+
+def centred(xs: np.ndarray) -> np.ndarray:
+    return xs - xs.mean(axis=-1, keepdims=True)
 
 
 def denominator(stat: np.ndarray, contract: Contract, xs: np.ndarray) -> np.ndarray:
@@ -57,7 +62,9 @@ def eps_factor(xs: np.ndarray, scale: str):
 
 
 def normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
-    d = denominator(statistic(xs, contract.statistic), contract, xs)
+    d = denominator(statistic(xs, contract.statistic, contract.correction), contract, xs)
+    if contract.centre:  # LayerNorm: the centred x over the (variance's) denominator
+        xs = centred(xs)
     with np.errstate(divide="ignore", invalid="ignore"):
         return xs * d if contract.inverted else xs / d
 
@@ -76,8 +83,27 @@ def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -
     return (heads * np.cos(emb) + rotated_half * np.sin(emb)).reshape(x.shape)
 
 
+def results(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> dict[str, np.ndarray]:
+    """Every result of the op's forward, exact, float64, by name (its record's `results`): y, and a
+    fused add's residual_out (h = x + residual, exact)."""
+    out = {"y": evaluate(contract, arrays, num_heads)}
+    if "residual_out" in contract.record.results:
+        out["residual_out"] = residual_sum(arrays)
+    return out
+
+
+def residual_sum(arrays: dict[str, np.ndarray]) -> np.ndarray:
+    return np.asarray(arrays["x"], dtype=np.float64) + np.asarray(arrays["residual"], dtype=np.float64)
+
+
 def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> np.ndarray:
-    """The contract's exact output, float64, shaped like x."""
+    """The contract's exact output y, float64, shaped like x (a fused add's first result)."""
+    if "residual" in arrays:  # add_rms_norm: the norm of h = x + residual, or (a bug) norm(x) + residual
+        rest = {name: a for name, a in arrays.items() if name not in ("x", "residual")}
+        h = residual_sum(arrays)
+        if contract.residual_order == "after_norm":
+            return evaluate(contract, {"x": arrays["x"], **rest}, num_heads) + np.asarray(arrays["residual"], np.float64)
+        return evaluate(contract, {"x": h, **rest}, num_heads)
     x = np.asarray(arrays["x"], dtype=np.float64)
     rotates = "positions" in arrays
     if rotates and x.shape[-1] % num_heads:
@@ -94,17 +120,30 @@ def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int =
         raise ValueError(f"width {width} is not divisible by num_heads={num_heads}")
     y = normalise(x.reshape(*lead, heads, width // heads), contract).reshape(x.shape)
     if "weight" in arrays:
-        w = np.asarray(arrays["weight"], dtype=np.float64)
-        if w.shape[-1] != width:  # a per-head weight is shared by every head
-            if width % w.shape[-1]:
-                raise ValueError(f"a weight of {w.shape[-1]} does not tile a width of {width}")
-            w = np.tile(w, width // w.shape[-1])
-        y = y * (contract.weight_offset + w)
+        w = tiled(arrays["weight"], width)
+        scale = contract.weight_offset + w
+        if "bias" in arrays and contract.bias_order == "before_scale":
+            y = (y + tiled(arrays["bias"], width)) * scale
+        else:
+            y = y * scale
+    if "bias" in arrays and (contract.bias_order == "after_scale" or "weight" not in arrays):
+        y = y + tiled(arrays["bias"], width)
     if gate is not None and contract.gate_order == "norm_then_gate":
         y = y * act(gate)
     if rotates and contract.rope_order == "norm_then_rope":
         y = rotate(y, arrays["positions"], num_heads, contract.rope_theta)
     return y
+
+
+def tiled(v: np.ndarray, width: int) -> np.ndarray:
+    """A per-case operand (weight, bias) as float64 across the row: a per-head one is shared by
+    every head, so tiled."""
+    v = np.asarray(v, dtype=np.float64)
+    if v.shape[-1] == width:
+        return v
+    if width % v.shape[-1]:
+        raise ValueError(f"a weight of {v.shape[-1]} does not tile a width of {width}")
+    return np.tile(v, width // v.shape[-1])
 
 
 def rms_norm_jacobian(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
@@ -113,3 +152,45 @@ def rms_norm_jacobian(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarra
     n = x.size
     r = np.sqrt(np.mean(x * x) + eps)
     return np.asarray(gamma, dtype=np.float64)[:, None] * (np.eye(n) / r - np.outer(x, x) / (n * r**3))
+
+
+def centring_condition(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> float:
+    """kappa = max over the spans of mean|x| / sqrt(var(x) + eps): how ill-conditioned centring
+    is. A float32 mean errs by up to gamma_n mean|x|, and x - mean carries that error into every
+    element, relative to the span's spread (budgets.py, the "centred" rule). 0 for an op that does
+    not centre."""
+    if not contract.centre:
+        return 0.0
+    x = np.asarray(arrays["x"], dtype=np.float64)
+    heads = num_heads if contract.scope == "head" else 1
+    xs = x.reshape(*x.shape[:-1], heads, -1)
+    spread = np.sqrt(statistic(xs, "variance") + contract.eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.mean(np.abs(xs), axis=-1, keepdims=True) / spread
+    kappa = kappa[np.isfinite(kappa)]
+    return float(kappa.max()) if kappa.size else 0.0
+
+
+def centred_floor(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> np.ndarray | None:
+    """The least magnitude, per element, at which a centring op's errors are counted (None for the
+    other ops): rms(u) |offset + w| + |b|, u = the normalised value of the element's span. The
+    float32 mean's error is one value for the whole span, so it lands in every element alike,
+    relative to the span's scale rather than to |y|, which is ~0 wherever x is near the mean; and
+    y = u w + b can cancel to far below |u w|, which a float32 u w errs relative to (budgets.py,
+    "Centring")."""
+    if not contract.centre:
+        return None
+    x = np.asarray(arrays["x"], dtype=np.float64)
+    width = x.shape[-1]
+    heads = num_heads if contract.scope == "head" else 1
+    u = normalise(x.reshape(*x.shape[:-1], heads, -1), contract)
+    with np.errstate(invalid="ignore"):
+        floor = np.sqrt(np.mean(u * u, axis=-1, keepdims=True)) * np.ones(u.shape)
+    floor = np.where(np.isfinite(floor), floor, 0.0).reshape(x.shape)
+    scale = np.abs(contract.weight_offset + tiled(arrays["weight"], width)) if "weight" in arrays else 1.0
+    if "bias" in arrays:
+        b = np.abs(tiled(arrays["bias"], width))
+        floor = (floor + b) * scale if contract.bias_order == "before_scale" else floor * scale + b
+    else:
+        floor = floor * scale
+    return floor

@@ -26,7 +26,8 @@ from normdiff import processes
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.interrupts import as_interrupted
 from normdiff.cases.suites import Suite
-from normdiff.harness.data.budgets import budget_for, gradient_budget
+from normdiff.harness.data.budgets import (budget_for, gradient_budget, gradient_systematic, rounding_rule,
+                                              systematic_part)
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import ROW
 from normdiff.harness.engine import judge
@@ -45,6 +46,7 @@ class Expected:
     case: Case
     ref: judge.Reference
     budget: float
+    systematic: float = 0.0  # the budget's part a float32 order may spend on every row alike
 
 
 @dataclass
@@ -55,7 +57,9 @@ class Prepared:
     case: Case  # the call's first case
     inputs: CaseInputs
     expected: dict[str, Expected]
-    dy: np.ndarray | None = None  # a backward call's upstream gradient, in the case dtype
+    # a backward call's upstream gradient, in the case dtype ({result: gradient} for an op with
+    # more than one result)
+    dy: np.ndarray | dict | None = None
 
     @property
     def ref(self) -> judge.Reference:
@@ -77,6 +81,7 @@ class Outcome:
     measurement: judge.Measurement
     output: np.ndarray | None = None
     seconds: float = float("nan")
+    floor: np.ndarray | None = None  # where the judge counted its ULPs no finer (pairs count there too)
 
 
 @dataclass
@@ -90,21 +95,27 @@ def prepare(case: Case, outputs: list[Case] | None = None) -> Prepared:
     """The call of `case` and what each of its `outputs` (default: every output of the call) is
     judged against."""
     inputs = case.inputs()
-    exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    exact = oracle.results(case.contract, inputs.arrays, inputs.num_heads)
+    condition = oracle.centring_condition(case.contract, inputs.arrays, inputs.num_heads)
     if not case.dy:
-        budget = budget_for(case.dtype, case.op, case.span)
-        return Prepared(case, inputs, {"y": Expected(case, judge.reference_for(case, inputs, exact), budget)})
-    dy = case.upstream(exact)
+        expected = {}
+        for c in outputs or case.outputs():  # y, and a fused add's residual_out
+            budget = budget_for(c.dtype, c.op, c.span, condition, c.output, rounding_rule(c.contract))
+            systematic = systematic_part(c.dtype, c.span, condition) if c.output == "y" else 0.0
+            expected[c.output] = Expected(c, judge.reference_for(c, inputs, exact[c.output]), budget, systematic)
+        return Prepared(case, inputs, expected)
+    dy = case.upstreams(exact)
     grads = vjp(case.contract, inputs.arrays, dy, inputs.num_heads)
     fmt = get_format(case.dtype)
     scales = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, absolute=True, floor=2.0 ** fmt.min_exponent)
     expected = {}
     for c in outputs or case.outputs():
         name = c.operand
-        # dw sums its terms over the rows and over the heads that share a per-head weight
-        reduced = inputs.arrays["x"].size // inputs.arrays[name].size if c.output == "dw" else 1
+        # dw and db sum their terms over the rows and over the heads that share a per-head weight
+        reduced = inputs.arrays["x"].size // inputs.arrays[name].size if c.output in ("dw", "db") else 1
         ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
-        expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced))
+        expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced, condition),
+                                  gradient_systematic(c.dtype, c.output, c.span, reduced, condition))
     return Prepared(case, inputs, expected, dy)
 
 
@@ -167,19 +178,22 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
         return [Outcome(e.case, task.impl, judge.failure(status, note)) for p in task.cases for e in p.expected.values()]
     if task.cases[0].dy is not None:
         return _judge_gradients(task, reply[1], reply[2])
-    out, seconds = reply[1], reply[2]
+    values, seconds = reply[1], reply[2]
+    values = values if isinstance(values, dict) else {"y": values}  # by result
     outcomes, start = [], 0
     expected_rows = sum(p.case.rows for p in task.cases)
+    share = seconds / sum(len(p.expected) for p in task.cases)
     for p in task.cases:
-        if len(task.cases) > 1 and (out.ndim != 2 or out.shape[0] != expected_rows):
-            piece = out  # judge() will report the wrong shape
-        else:
-            piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
+        for name, e in p.expected.items():
+            out, c = values[name], e.case
+            if len(task.cases) > 1 and (out.ndim != 2 or out.shape[0] != expected_rows):
+                piece = out  # judge() will report the wrong shape
+            else:
+                piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
+            m = judge.judge(piece, e.ref, get_format(c.dtype), e.budget, c.num_heads, c.op, systematic=e.systematic)
+            keep = piece if m.outcome not in ("error",) else None
+            outcomes.append(Outcome(c, task.impl, m, keep, share, e.ref.floor))
         start += p.case.rows
-        c, e = p.case, p.expected["y"]
-        m = judge.judge(piece, e.ref, get_format(c.dtype), e.budget, c.num_heads, c.op)
-        keep = piece if m.outcome not in ("error",) else None
-        outcomes.append(Outcome(p.case, task.impl, m, keep, seconds / len(task.cases)))
     return outcomes
 
 
@@ -189,9 +203,10 @@ def _judge_gradients(task: Task, grads: dict, seconds: float) -> list[Outcome]:
     outcomes = []
     for name, e in p.expected.items():
         c = e.case
-        m = judge.judge(grads[name], e.ref, get_format(c.dtype), e.budget, c.num_heads, operand=name)
+        m = judge.judge(grads[name], e.ref, get_format(c.dtype), e.budget, c.num_heads, operand=name,
+                        systematic=e.systematic)
         keep = grads[name] if m.outcome != "error" else None
-        outcomes.append(Outcome(c, task.impl, m, keep, seconds / len(p.expected)))
+        outcomes.append(Outcome(c, task.impl, m, keep, seconds / len(p.expected), e.ref.floor))
     return outcomes
 
 

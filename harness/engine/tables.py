@@ -90,7 +90,7 @@ def pairs_frame(outcomes) -> pd.DataFrame:
                              "identical": True, "identical_elements": 1.0, "max_ulp": 0.0, "agree": True})
                 continue
             x, y = a.output.astype(np.float64), b.output.astype(np.float64)
-            dist, same_nonfinite = ulp_distance(x, y, fmt)
+            dist, same_nonfinite = ulp_distance(x, y, fmt, a.floor)
             rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
                          "identical": bool(np.array_equal(x, y, equal_nan=True)),
                          "identical_elements": float(np.mean((x == y) | (np.isnan(x) & np.isnan(y)))),
@@ -112,8 +112,8 @@ def finding_mask(finding: Finding, results: pd.DataFrame, targets: dict | None =
     target (`targets`: implementation name -> target) is the same library function."""
     names = {finding.implementation} | {n for n, t in (targets or {}).items() if t in finding.targets}
     hit = results["implementation"].isin(names)
-    for column, value in finding.where:
-        hit &= results[column].astype(str) == value
+    for column, value in finding.where:  # a value, or a tuple of the values it may have
+        hit &= results[column].astype(str).isin(value if isinstance(value, tuple) else (value,))
     return hit
 
 

@@ -1,9 +1,9 @@
 """The oracle's backward pass: the exact float64 vector-Jacobian product of `oracle.evaluate`.
 
-`vjp(contract, arrays, dy, num_heads)` returns {"x": dx, "weight": dw, "gate": dz} (the keys of the
+`vjp(contract, arrays, dy, num_heads)` returns {"x": dx, "weight": dw, "gate": dz, "bias": db} (the keys of the
 differentiable operands given; positions get none): J^T dy for the contract's exact maths, computed
 analytically, stage by stage, in the reverse order of `oracle.evaluate`'s stages. Like the oracle it
-ignores the rounding knobs (`cast`, `stats_dtype`, `offset_dtype`). Every forward value it needs
+ignores the rounding knobs (`cast`, `stats_dtype`, `offset_dtype`, `variance_form`). Every forward value it needs
 (statistic, denominator, activations, RoPE's cos/sin of the float32 angles) comes from the oracle's
 own functions, so forward and backward are of one and the same function.
 
@@ -16,6 +16,8 @@ generalised to every knob. Stages, last forward stage first (dy is the upstream 
                        negating each head's second half, which is R^T exactly)
   gate after the norm  y = u * a(z): du = dy * a(z), dz = dy * u * a'(z)
                        silu' = s(z) (1 + z (1 - s(z))), sigmoid' = s(z) (1 - s(z)), s = sigmoid
+  bias                 y = u + b: du = dy, db = sum over rows of dy (before the weight stage
+                       when bias_order is "before_scale": y = (u + b) * (offset + w))
   weight               y = u * (offset + w): du = dy * (offset + w), dw = sum over rows of dy * u,
                        and over heads when a per-head weight was tiled across the row
   normalisation        y = x * d^p over each span of n (p = -1, or +1 when `inverted`), d = d(x):
@@ -29,6 +31,9 @@ generalised to every knob. Stages, last forward stage first (dy is the upstream 
                        grad_e = 0 ("one", "span": e = eps, eps * n) | eps * 2 x * m ("max_square":
                                 e = eps * max(x^2), m the subgradient of the max: ties split equally
                                 among the arg-max elements, as torch.amax does; no ties: the one-hot)
+  centring (LayerNorm)  c = x - mean(x) over each span: dx = dc - mean(dc); the normalisation
+                       above then runs on c (its variance statistic is c's mean square over
+                       n - correction)
   gate before the norm x' = x * a(z): dx = dx' * a(z), dz = dx' * x * a'(z)
   RoPE before the norm dx = R^T dx' as above
 Points where the function has no derivative, and the choice made there:
@@ -89,25 +94,32 @@ def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_h
     product rounded in the dtype errs by an absolute half subnormal spacing, not a relative one (a
     fp16 dy of 1e-4 times a weight is subnormal), as the forward's `ulp_floor` does."""
     x = np.asarray(arrays["x"], dtype=np.float64)
-    dy = np.asarray(dy, dtype=np.float64)
-    if dy.shape != x.shape:
-        raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
+    upstream = dict(dy) if isinstance(dy, dict) else {"y": dy}
+    upstream = {name: np.asarray(g, dtype=np.float64) for name, g in upstream.items()}
+    for name, g in upstream.items():
+        if g.shape != x.shape:
+            raise ValueError(f"{'dy' if name == 'y' else 'd' + name} has shape {g.shape}, x has {x.shape}")
     if absolute:
-        dy = np.abs(dy)
-    stages = _stages(contract, arrays, num_heads, floor if absolute else None)
+        upstream = {name: np.abs(g) for name, g in upstream.items()}
+    dy = upstream["y"]
+    stages = _stages(contract, arrays, num_heads, floor if absolute else None, upstream.get("residual_out"))
     grads: dict[str, np.ndarray] = {}
     for stage in reversed(stages):
         dy = stage(dy, grads)
-    grads["x"] = dy
+    grads["x"] = dy + grads.pop("x_extra", 0.0)
     return grads
 
 
-def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | None = None) -> list:
+def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | None = None,
+            d_sum: np.ndarray | None = None) -> list:
     """Runs the forward as `oracle.evaluate` does, keeping each stage's input, and returns each
     stage's backward: a function (gradient of its output, grads) -> gradient of its input, which
     adds the stage's operand gradient to grads. `terms`: None for the VJP itself; a floor for the
-    magnitudes of its terms (`vjp`'s absolute=True), each product term counted at least at it."""
+    magnitudes of its terms (`vjp`'s absolute=True), each product term counted at least at it.
+    `d_sum`: a fused add's upstream gradient of its residual_out (h = x + residual)."""
     x = np.asarray(arrays["x"], dtype=np.float64)
+    residual = np.asarray(arrays["residual"], dtype=np.float64) if "residual" in arrays else None
+    d_sum = 0.0 if d_sum is None else d_sum
     positions = arrays.get("positions")
     gate = np.asarray(arrays["gate"], dtype=np.float64) if "gate" in arrays else None
     rope_first = positions is not None and contract.rope_order == "rope_then_norm"
@@ -122,19 +134,43 @@ def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | Non
 
     rotation = (positions, num_heads, contract.rope_theta, terms)
     act = contract.gate_activation
+    sum_first = residual is not None and contract.residual_order == "before_norm"
+    if sum_first:  # h = x + residual, then the norm of h
+        x = stage(_sum_back(d_sum), x + residual)
     if rope_first:
         x = stage(_rope_back(*rotation), oracle.rotate(x, *rotation[:3]))
     if gate_first:
         x = stage(_gate_back(x, gate, act, terms), x * _activate(gate, act))
-    x = stage(_norm_back(x, contract, num_heads, terms), _normalise(x, contract, num_heads))
+    mag = None  # absolute: the centred value's magnitude, floored at its span's scale
+    if contract.centre:  # LayerNorm: x - mean(x) over each span, then the norm of that
+        if terms is not None:
+            # a float32 mean's error is one value for the whole span: it lands in every centred
+            # element alike, relative to the span's scale rather than to |x - mean| (~0 near the
+            # mean), as the forward's oracle.centred_floor counts it (and the budget's kappa term
+            # bounds it there); a mean rounded to the dtype, which no correct backward does, stays
+            # far outside
+            c = oracle.centred(_spans(x, contract, num_heads))
+            mag = np.maximum(np.abs(c), np.sqrt(np.mean(c * c, axis=-1, keepdims=True))).reshape(x.shape)
+        x = stage(_centre_back(contract, num_heads, terms), _centred(x, contract, num_heads))
+    plain = contract.replace(centre=False)
+    u = _normalise(x, plain, num_heads)
+    x = stage(_norm_back(x, plain, num_heads, terms, mag), u if mag is None else _normalise_terms(x, mag, plain, num_heads))
+    bias = np.asarray(arrays["bias"], dtype=np.float64) if "bias" in arrays else None
+    bias_first = bias is not None and "weight" in arrays and contract.bias_order == "before_scale"
+    if bias_first:
+        x = stage(_bias_back(bias, terms), x + _tiled(bias, x.shape[-1]))
     if "weight" in arrays:
         w = np.asarray(arrays["weight"], dtype=np.float64)
         x = stage(_weight_back(x, w, contract.weight_offset, terms),
                   x * (contract.weight_offset + _tiled(w, x.shape[-1])))
+    if bias is not None and not bias_first:
+        x = stage(_bias_back(bias, terms), x + _tiled(bias, x.shape[-1]))
     if gate is not None and not gate_first:
         stage(_gate_back(x, gate, act, terms), None)
     if positions is not None and not rope_first:
         stage(_rope_back(*rotation), None)
+    if residual is not None and not sum_first:  # the bug: y = norm(x) + residual
+        stage(_sum_back(d_sum, after=True), None)
     return stages
 
 
@@ -191,24 +227,73 @@ def _weight_back(u: np.ndarray, w: np.ndarray, offset: float, terms: float | Non
     return back
 
 
-def _norm_back(x: np.ndarray, contract: Contract, num_heads: int, terms: float | None = None):
+def _sum_back(d_sum, after: bool = False):
+    """h = x + residual, its value also returned (residual_out, upstream d_sum): both addends get
+    the gradient reaching h plus d_sum. `after`: the sum added after the norm (y = norm(x) +
+    residual): the residual gets dy + d_sum, x its norm's gradient and d_sum (kept in grads until
+    the last stage hands x its gradient)."""
+    def back(g, grads):
+        grads["residual"] = g + d_sum
+        if after:
+            grads["x_extra"] = d_sum
+            return g
+        return g + d_sum
+    return back
+
+
+def _bias_back(b: np.ndarray, terms: float | None = None):
+    def back(g, grads):  # y = u + b: db = sum of g over rows (and over the heads sharing it)
+        full = _sum_to(g if terms is None else np.maximum(np.abs(g), terms), _tiled(b, g.shape[-1]).shape)
+        grads["bias"] = full.reshape(*full.shape[:-1], -1, b.shape[-1]).sum(axis=-2)
+        return g
+    return back
+
+
+def _centre_back(contract: Contract, num_heads: int, terms: float | None = None):
+    def back(g, grads):  # c = x - mean(x): dx = g - mean(g) (absolute: |g| + mean|g|)
+        spans = _spans(g, contract, num_heads)
+        if terms is None:
+            return (spans - spans.mean(axis=-1, keepdims=True)).reshape(g.shape)
+        return (spans + spans.mean(axis=-1, keepdims=True)).reshape(g.shape)  # g is |g| here
+    return back
+
+
+def _centred(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
+    return oracle.centred(_spans(x, contract, num_heads)).reshape(x.shape)
+
+
+def _norm_back(x: np.ndarray, contract: Contract, num_heads: int, terms: float | None = None,
+               mag: np.ndarray | None = None):
     def back(g, grads):
         spans = _spans(x, contract, num_heads)
-        return _span_back(spans, g.reshape(spans.shape), contract, terms is not None).reshape(x.shape)
+        m = None if mag is None else mag.reshape(spans.shape)
+        return _span_back(spans, g.reshape(spans.shape), contract, terms is not None, m).reshape(x.shape)
     return back
+
+
+def _normalise_terms(c: np.ndarray, mag: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
+    """The normalised value's magnitude, floored at its span's scale, over the span's denominator
+    (what the weight and bias stages multiply by, in absolute mode)."""
+    spans = _spans(c, contract, num_heads)
+    d = oracle.denominator(oracle.statistic(spans, contract.statistic, contract.correction), contract, spans)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.abs(d) if contract.inverted else 1.0 / np.abs(d)
+    return (mag.reshape(spans.shape) * scale).reshape(c.shape)
 
 
 def _same(v):
     return v
 
 
-def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract, absolute: bool = False) -> np.ndarray:
+def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract, absolute: bool = False,
+               mag: np.ndarray | None = None) -> np.ndarray:
     """The normalisation's J^T g over each span (last axis) of xs: g d^p + p d^(p-1) sum(g x) grad d
-    (absolute: |g| |d^p| + |d^(p-1)| sum|g x| |grad d|)."""
-    stat = oracle.statistic(xs, contract.statistic)
+    (absolute: |g| |d^p| + |d^(p-1)| sum|g x| |grad d|, with |x| the centred value's floored `mag`
+    when there is one)."""
+    stat = oracle.statistic(xs, contract.statistic, contract.correction)
     d = oracle.denominator(stat, contract, xs)
-    grad_d = _denominator_grad(xs, stat, d, contract)
-    fix = np.abs if absolute else _same
+    grad_d = _denominator_grad(xs, stat, d, contract, mag)
+    fix = (np.abs if mag is None else lambda v: mag) if absolute else _same
     gx = np.sum(g * fix(xs), axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         if contract.inverted:
@@ -218,9 +303,14 @@ def _span_back(xs: np.ndarray, g: np.ndarray, contract: Contract, absolute: bool
         return g / d - gx / (d * d) * grad_d
 
 
-def _denominator_grad(xs: np.ndarray, stat: np.ndarray, d: np.ndarray, contract: Contract) -> np.ndarray:
-    """grad d(x) over each span, for the contract's eps placement (module docstring)."""
-    grad_s = _statistic_grad(xs, contract.statistic)
+def _denominator_grad(xs: np.ndarray, stat: np.ndarray, d: np.ndarray, contract: Contract,
+                      mag: np.ndarray | None = None) -> np.ndarray:
+    """grad d(x) over each span, for the contract's eps placement (module docstring); with `mag`
+    (absolute mode, a centred x) the variance's gradient at the magnitude of its terms."""
+    if mag is None:
+        grad_s = _statistic_grad(xs, contract.statistic, contract.correction)
+    else:
+        grad_s = 2.0 * mag / (xs.shape[-1] - contract.correction)
     eps = contract.eps * oracle.eps_factor(xs, contract.eps_scale)
     grad_e = contract.eps * _eps_factor_grad(xs, contract.eps_scale)
     if contract.eps_placement == "inside":
@@ -239,13 +329,13 @@ def _root_grad(root: np.ndarray, grad: np.ndarray) -> np.ndarray:
         return np.where(root > 0, grad / (2.0 * root), 0.0)
 
 
-def _statistic_grad(xs: np.ndarray, kind: str) -> np.ndarray:
+def _statistic_grad(xs: np.ndarray, kind: str, correction: int = 0) -> np.ndarray:
     n = xs.shape[-1]
     if kind == "mean_square":
         return 2.0 * xs / n
     if kind == "sum_square":
         return 2.0 * xs
-    return 2.0 * (xs - xs.mean(axis=-1, keepdims=True)) / n  # "variance": sum(x - mean) = 0
+    return 2.0 * (xs - xs.mean(axis=-1, keepdims=True)) / (n - correction)  # "variance": sum(x - mean) = 0
 
 
 def _eps_factor_grad(xs: np.ndarray, scale: str):

@@ -73,10 +73,16 @@ def differentiate(forward, arrays: dict, dy, params: dict) -> dict:
                         "backward whose first parameter is dy")
     names = list(arrays)
     out, pullback = jax.vjp(lambda *values: forward(dict(zip(names, values))), *(jnp.asarray(arrays[n]) for n in names))
-    cotangent = jnp.asarray(dy).astype(out.dtype)
-    if not np.array_equal(np.asarray(cotangent.astype(jnp.asarray(dy).dtype)), np.asarray(dy)):
-        raise ValueError(f"dy in {dy.dtype} is not exactly representable in the output's {out.dtype}")
-    return dict(zip(names, pullback(cotangent)))
+
+    def cotangent(o, g):
+        c = jnp.asarray(g).astype(o.dtype)
+        if not np.array_equal(np.asarray(c.astype(jnp.asarray(g).dtype)), np.asarray(g)):
+            raise ValueError(f"dy in {g.dtype} is not exactly representable in the output's {o.dtype}")
+        return c
+
+    if isinstance(dy, dict):  # several results (a fused add's): one cotangent each, in order
+        return dict(zip(names, pullback(tuple(cotangent(o, g) for o, g in zip(out, dy.values())))))
+    return dict(zip(names, pullback(cotangent(out, dy))))
 
 
 FRAMEWORK = Framework("jax", modules=("jax", "jaxlib"), extra="jax", distributions=("jax", "jaxlib"),

@@ -48,6 +48,23 @@ def autograd_vjp(forward, leaves: dict, dy: np.ndarray) -> dict:
 
     with torch.enable_grad():
         out = forward()
+    # an op with several results (a fused add's (y, residual_out)) gets one upstream gradient per
+    # result: dy is then {result: gradient} in the results' order, and out the tuple of them
+    outs = list(out) if isinstance(dy, dict) else [out]
+    dys = list(dy.values()) if isinstance(dy, dict) else [dy]
+    if len(outs) != len(dys):
+        raise ValueError(f"the forward returned {len(outs)} results for {len(dys)} upstream gradients")
+    pairs = [(o, _grad_output(o, g)) for o, g in zip(outs, dys) if o.requires_grad]
+    names = list(leaves)
+    if not pairs:  # depends on none of the leaves
+        return {name: torch.zeros_like(leaves[name]) for name in names}
+    grads = torch.autograd.grad([o for o, _ in pairs], [leaves[name] for name in names],
+                                grad_outputs=[g for _, g in pairs], allow_unused=True)
+    return {name: torch.zeros_like(leaves[name]) if g is None else g for name, g in zip(names, grads)}
+
+
+def _grad_output(out, dy):
+    """dy as the grad_output of `out`: its bits, cast to out's dtype only where that is exact."""
     grad = from_numpy(dy)
     if tuple(grad.shape) != tuple(out.shape):
         raise ValueError(f"dy has shape {tuple(grad.shape)}; the output has {tuple(out.shape)}")
@@ -56,12 +73,7 @@ def autograd_vjp(forward, leaves: dict, dy: np.ndarray) -> dict:
         if not bool((cast.to(grad.dtype) == grad).all()):
             raise ValueError(f"dy in {grad.dtype} is not exactly representable in the output's {out.dtype}")
         grad = cast
-    names = list(leaves)
-    if not out.requires_grad:  # depends on none of the leaves
-        return {name: torch.zeros_like(leaves[name]) for name in names}
-    grads = torch.autograd.grad(out, [leaves[name] for name in names], grad_outputs=grad,
-                                allow_unused=True)
-    return {name: torch.zeros_like(leaves[name]) if g is None else g for name, g in zip(names, grads)}
+    return grad
 
 
 def fold(grad, shape: tuple):
@@ -116,9 +128,12 @@ def differentiate(forward, arrays: dict, dy: np.ndarray, params: dict) -> dict:
     leaves = {name: input_leaf(array) for name, array in arrays.items()}
     with torch.enable_grad():
         out = forward(leaves)
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"returned a {type(out).__name__}, not a tensor autograd can differentiate")
-    if not out.requires_grad:
+    outs = list(out) if isinstance(dy, dict) else [out]  # several results: one upstream gradient each
+    wrong = [type(o).__name__ for o in outs if not isinstance(o, torch.Tensor)]
+    if wrong:
+        raise TypeError(f"returned a {wrong[0]}{' among its results' if len(outs) > 1 else ''}, not a tensor "
+                        "autograd can differentiate")
+    if not any(o.requires_grad for o in outs):
         raise TypeError("its output does not depend on its inputs through autograd (computed under no_grad, "
                         "detached, or through NumPy): normdiff cannot differentiate it; give an explicit "
                         "backward whose first parameter is dy")

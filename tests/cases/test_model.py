@@ -63,7 +63,7 @@ def test_olmo2_qk_weight_spans_the_full_vector():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(op="layer_norm"), "unknown op 'layer_norm'"),
+    (dict(op="batch_norm"), "unknown op 'batch_norm'"),
     (dict(convention="mistral"), "unknown convention 'mistral'"),
     (dict(op="gated_rms_norm", convention="qwen3", gate="open"), "does not define 'gated_rms_norm'"),
     (dict(regime="head_scales"), "needs an op with heads"),

@@ -179,22 +179,26 @@ def test_a_bug_vanishes_where_its_record_says(bug_id, shape, weight):
 
 # ---- the exact mode ----------------------------------------------------------------------------
 
+# every drawn operand's regime for the exact-mode check (a bias and a residual of their own, not
+# the zeros / normal defaults)
+EXACT_CHOICES = {"weight": "trained", "gate": "open", "bias": "trained", "residual": "large"}
+
+
 @pytest.mark.parametrize("op, conv", op_conventions())
 def test_the_exact_correct_backward_is_the_vjp(op, conv):
     record = get_op(op)
-    choices = {}
-    if record.operand("weight"):
-        choices["weight"] = "trained"
-    if record.operand("gate"):
-        choices["gate"] = "open"
+    choices = {o.name: EXACT_CHOICES[o.name] for o in record.chosen}
     shape = "8x4x64" if "num_heads" in record.dims else "8x256"
     for dtype in ("float32", "bfloat16"):
         for regime in ("normal", "tiny_rms:1e-3"):
             case = Case.of(op, conv, dtype, shape, regime, **choices)
             inputs = case.inputs()
-            dy = np.random.default_rng([case.seed, 11]).standard_normal((case.rows, case.width))
-            dy = dy.astype(get_format(dtype).np_dtype)
-            ref = vjp(case.contract, inputs.as_float64(), dy.astype(np.float64), inputs.num_heads)
+            # one upstream gradient per result: dy, and a fused add's {"y": dy, "residual_out": dh}
+            drawn = [np.random.default_rng([case.seed, 11, *([i] if i else [])]).standard_normal(
+                (case.rows, case.width)).astype(get_format(dtype).np_dtype) for i in range(len(record.results))]
+            dy = drawn[0] if len(drawn) == 1 else dict(zip(record.results, drawn))
+            dy64 = {k: v.astype(np.float64) for k, v in dy.items()} if isinstance(dy, dict) else dy.astype(np.float64)
+            ref = vjp(case.contract, inputs.as_float64(), dy64, inputs.num_heads)
             for order in nb.DW_ORDERS:
                 out = nb.backward(op, case.contract, inputs, dy, order, exact=True)
                 assert set(out) == set(ref)

@@ -201,11 +201,11 @@ def test_input_file_and_metadata(tmp_path):
 
 
 def test_without_a_convention_the_metadata_names_every_matching_one():
-    assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3")) == "qwen3,llama"
+    assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3")) == "qwen3,llama,deepseek-v3,vllm"
     # eps is a case's own axis: a case at another eps still belongs to the same conventions
-    assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3").replace(eps=1.0)) == "qwen3,llama"
+    assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3").replace(eps=1.0)) == "qwen3,llama,deepseek-v3,vllm"
     assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3").replace(cast="one_rounding")) \
-        == "olmo2,torch"
+        == "olmo2,gemma3n,torch"
     assert command._conventions_of("rms_norm", get_contract("rms_norm", "qwen3").replace(inverted=True)) == ""
 
 

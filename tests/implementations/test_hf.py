@@ -22,23 +22,33 @@ from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations.entry import Implementation  # noqa: E402
 from normdiff.implementations.frameworks import to_numpy  # noqa: E402
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch  # noqa: E402
-from normdiff.implementations import catalog, hf  # noqa: E402
+from normdiff.implementations import catalog, hf, hf_families  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
 # per op: the regimes that stress it (scope needs heads at different scales, eps a tiny rms)
 STRESS = {"rms_norm": ("normal", "tiny_rms:1e-3", "zero_rows"), "l2_norm": ("normal", "tiny_rms:1e-4", "zero_rows"),
           "gated_rms_norm": ("normal", "zero_rows"), "qk_norm": ("head_scales:lognormal", "zero_heads"),
-          "qk_norm_rope": ("head_scales:lognormal", "zero_heads")}
+          "qk_norm_rope": ("head_scales:lognormal", "zero_heads"), "layer_norm": ("normal", "mean_shift:3", "zero_rows"),
+          "group_gated_rms_norm": ("normal", "group_scales", "zero_rows")}
 
 
 def hf_impls() -> list[Implementation]:
     return catalog.hf_implementations()
 
 
+def identity_operands(op: str, conv: str) -> dict:
+    """The operands a convention's HF class has no parameter for, drawn as the identity (weight
+    ones, bias zeros): the only values such a class can be measured on (hf_families.Part.lacks)."""
+    lacks = {o for family in hf_families.FAMILIES.values() if family.convention == conv and op in family.ops()
+             for o in family.ops()[op].lacks(OPS[op].inputs)} if op in OPS else set()
+    return {**({"weights": ["ones"]} if "weight" in lacks else {}), **({"biases": ["zeros"]} if "bias" in lacks else {})}
+
+
 def extra_cases(op: str, conv: str) -> list[Case]:
     heads = "num_heads" in OPS[op].dims
-    return suites.expand(dict(ops=[op], conventions=[conv], dtypes=list(DTYPES), shapes=["4x4x32" if heads else "4x128"],
-                              regimes=list(STRESS[op]), weights=["trained"], gates=["open", "closed"]))
+    group = dict(ops=[op], conventions=[conv], dtypes=list(DTYPES), shapes=["4x4x32" if heads else "4x128"],
+                 regimes=list(STRESS[op]), weights=["trained"], gates=["open", "closed"], biases=["trained"])
+    return suites.expand({**group, **identity_operands(op, conv)})
 
 
 def hf_suite() -> Suite:

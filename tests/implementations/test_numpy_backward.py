@@ -1,7 +1,9 @@
 """The own NumPy backward (implementations/numpy_backward.py) against the oracle's exact float64 VJP
-(harness/engine/vjp.py), for every op@convention in float32, bfloat16 and float16 and every dw
-reduction order, within error bounds derived here from the backward's own sequence of float32
-operations (not fitted to what it measures), and deliberately wrong backwards far outside them.
+(harness/engine/vjp.py), for every op@convention of the square statistics (the gate, if any, after
+the norm) in float32, bfloat16 and float16 and every dw reduction order, within error bounds derived
+here from the backward's own sequence of float32 operations (not fitted to what it measures), and
+deliberately wrong backwards far outside them. LayerNorm and the grouped gated norm (the gate before
+it) are tested against the exact VJP and the harness's budgets in test_numpy_backward_layer_norm.py.
 
 Notation: u = 2^-24 (float32's unit roundoff), gamma_k = k u / (1 - k u) (k roundings in a row),
 k(n) the roundings of numpy's partial pairwise float32 sum of n terms (`sum_depth`: 25 at n = 128,
@@ -42,6 +44,18 @@ Exact quantities (no hat) are float64 values of the very dtype inputs the backwa
     |dw_j| this is (gamma_order + delta_t) sum|T| / |dw_j|: a sum of terms of both signs again.
   dgate = dy' v silu'(z), v = u (offset + w), silu' = s (1 + z (1 - s)): each rounding bounded in
     turn (`dgate_bound`), measured at S = |dy'| |v| s (1 + |z| (1 - s)).
+  The fused add (add_rms_norm: h = x + residual; dy is {"y": dy, "residual_out": dh}): the backward
+    runs all of the above at h^ as the forward normalised it (x + residual rounded to the input
+    dtype, residual_dtype "input"; the float32 sum, "float32"), so every bound above is taken at
+    h^, against the exact VJP at h^; then dx = dresidual = fl(dx_norm + dh): the float32 addition
+    adds u |dx_norm + dh| (+ the error so far), the one rounding half an ulp, and S gains |dh|.
+    The oracle's VJP is at the exact h, which h^ misses by delta = h^ - h (|delta| <= u_d |h| for
+    the rounding, <= u |h| for the float32 sum): by the triangle inequality the bound adds
+    |VJP(h^) - VJP(h)|, both exact (float64), for dx and dw (`_residual_shift`). In closed form
+    (first order, eps inside, e = max |delta| / |h^| over the span): r moves by e, x_i by e_i, r^3
+    by 3e and sum g x by e sum|g x|, so |shift dx_i| <= e (r |g_i| + 5 |x_i| r^3 c sum|g x|) <= 5 e S_i,
+    5 e / u_d ULPs at S: `dx_ulp_limit` adds that (5 for "input", ~0 for "float32") and one u for
+    the addition to the float32 part.
 Second-order terms (products of two relative errors, each < 1e-4) are covered by a factor
 1 + 2^-10 on the float32 part. Left out: underflow of float32 intermediates (nothing here comes
 within 2^-100 of it) and the clamp's branch flipping at ||x|| = eps (asserted away).
@@ -107,12 +121,18 @@ def order_gamma(order: str, rows: int) -> float:
     return gamma(rows - 1, U64)  # "float64": plus one rounding to float32, added by dw_bound
 
 
-def dx_ulp_limit(dtype: str, n: int) -> float:
-    """The module docstring's closed form of the dx bound in ULPs of the input dtype at S."""
-    f32_part = (2.5 * sum_depth(n) + 36) * SECOND_ORDER
+def dx_ulp_limit(dtype: str, n: int, residual_dtype: str = "") -> float:
+    """The module docstring's closed form of the dx bound in ULPs of the input dtype at S; a fused
+    add's (`residual_dtype`: where its sum is held) adds d residual_out's float32 addition and
+    the shift of h^ from h (5 e / u_d)."""
+    fused = bool(residual_dtype)
+    f32_part = (2.5 * sum_depth(n) + 36 + fused) * SECOND_ORDER
+    u_dtype = 2.0 ** -(get_format(dtype).mantissa_bits + 1)
+    e = {"": 0.0, "input": u_dtype, "float32": U}[residual_dtype]
+    shift = 5.0 * e / u_dtype * SECOND_ORDER
     if dtype == "float32":
-        return f32_part
-    return 1.0 + f32_part * 2.0 ** (get_format(dtype).mantissa_bits - 23)
+        return f32_part + shift
+    return 1.0 + f32_part * 2.0 ** (get_format(dtype).mantissa_bits - 23) + shift
 
 
 def half_ulp(fmt, magnitude):
@@ -146,8 +166,29 @@ class Exact:
     e_w: np.ndarray | float = 0.0  # bound on the computed (offset + w)'s error
 
 
+def fused_input(contract, inputs: CaseInputs) -> np.ndarray:
+    """h^, the fused add's sum as numpy_backward normalises it (float64 values): x + residual
+    rounded to the input dtype (residual_dtype "input", to nearest) or the float32 sum."""
+    x, r = inputs.arrays["x"], inputs.arrays["residual"]
+    assert contract.residual_order == "before_norm" and contract.residual_rounding == "nearest", contract
+    if contract.residual_dtype == "float32":
+        return (x.astype(np.float32) + r.astype(np.float32)).astype(np.float64)
+    return get_format(x.dtype.name).round(x.astype(np.float64) + r.astype(np.float64))
+
+
+def upstream_of_y(dy) -> np.ndarray:
+    """The upstream gradient of y (a fused add's dy is {"y": dy, "residual_out": dh})."""
+    return dy["y"] if isinstance(dy, dict) else dy
+
+
+def as_float64(dy):
+    return {k: np.asarray(v, np.float64) for k, v in dy.items()} if isinstance(dy, dict) else np.asarray(dy, np.float64)
+
+
 def exact(contract, inputs: CaseInputs, dy: np.ndarray) -> Exact:
     a = inputs.as_float64()
+    if "residual" in a:  # the fused add: everything at h^, the norm's input (module docstring)
+        a = {"x": fused_input(contract, inputs), **{k: v for k, v in a.items() if k not in ("x", "residual")}}
     x = a["x"]
     fmt = get_format(inputs.arrays["x"].dtype.name)
     heads = inputs.num_heads if contract.scope == "head" else 1
@@ -172,7 +213,7 @@ def exact(contract, inputs: CaseInputs, dy: np.ndarray) -> Exact:
     r = 1.0 / d
     coef = np.where(live, r ** 3 * c, 0.0)
     u = (spans * r).reshape(x.shape)
-    dy = np.asarray(dy, dtype=np.float64)
+    dy = np.asarray(upstream_of_y(dy), dtype=np.float64)
     if "positions" in a:
         dyr, mag = _rope_transpose64(dy, a["positions"], inputs.num_heads, contract.rope_theta)
         e_dyr = gamma(3) * mag
@@ -253,9 +294,28 @@ def dx_bound(contract, inputs: CaseInputs, dy, ex: Exact | None = None) -> tuple
     second = np.abs(xs) * ex.coef * (np.abs(p) * (delta_coef + gamma(2)) + e_p)
     dx = ex.r * gs - xs * ex.coef * p
     e32 = SECOND_ORDER * (first + second + U * np.abs(dx))
-    bound = e32 + half_ulp(fmt, np.abs(dx) + e32)
     scale = ex.r * mags + np.abs(xs) * ex.coef * np.sum(np.abs(xs) * mags, axis=-1, keepdims=True)
-    return bound.reshape(dy.shape), scale.reshape(dy.shape)
+    shape = ex.u.shape
+    dx, e32, scale = dx.reshape(shape), e32.reshape(shape), scale.reshape(shape)
+    shift = 0.0
+    if "residual" in inputs.arrays:  # + dh in float32, then the shift of h^ from h (module docstring)
+        dh = np.asarray(dy["residual_out"], np.float64) if isinstance(dy, dict) else np.zeros(shape)
+        dx = dx + dh
+        e32 = e32 + SECOND_ORDER * U * (np.abs(dx) + e32)
+        scale = scale + np.abs(dh)
+        shift = _residual_shift(contract, inputs, dy)["x"]
+    bound = e32 + half_ulp(fmt, np.abs(dx) + e32) + shift
+    return bound, scale
+
+
+def _residual_shift(contract, inputs: CaseInputs, dy) -> dict[str, np.ndarray]:
+    """|VJP(h^) - VJP(h)| per operand, both exact (float64): what the fused add's rounded sum h^
+    moves the exact gradient by (module docstring)."""
+    a = inputs.as_float64()
+    at_h = vjp(contract, a, as_float64(dy), inputs.num_heads)
+    h_hat = {**a, "x": fused_input(contract, inputs), "residual": np.zeros_like(a["residual"])}
+    at_h_hat = vjp(contract, h_hat, as_float64(dy), inputs.num_heads)
+    return {k: np.abs(at_h_hat[k] - at_h[k]) for k in at_h}
 
 
 def dw_bounds(contract, inputs: CaseInputs, dy, orders=nb.DW_ORDERS,
@@ -274,12 +334,13 @@ def dw_bounds(contract, inputs: CaseInputs, dy, orders=nb.DW_ORDERS,
     abs_t = np.abs(terms).sum(axis=0)
     dw = terms.sum(axis=0)
     e_terms = e_t.sum(axis=0)
+    shift = _residual_shift(contract, inputs, dy)["weight"] if "residual" in inputs.arrays else 0.0
     bounds = {}
     for order in orders:
         e = e_terms + order_gamma(order, rows) * (abs_t + e_terms)
         if order == "float64":
             e = e + U * (np.abs(dw) + e)
-        bounds[order] = SECOND_ORDER * e
+        bounds[order] = SECOND_ORDER * e + shift
     return bounds, abs_t
 
 
@@ -309,10 +370,15 @@ def dgate_bound(contract, inputs: CaseInputs, dy, ex: Exact | None = None) -> tu
 
 # ---- measuring ---------------------------------------------------------------------------------
 
-def upstream(case: Case) -> np.ndarray:
-    """dy ~ N(0, 1) in the case dtype, seeded by the case's input configuration."""
+def upstream(case: Case):
+    """dy ~ N(0, 1) in the case dtype, seeded by the case's input configuration; a fused add's
+    {"y": dy, "residual_out": dh}, dh ~ N(0, 1) too (one upstream gradient per result)."""
     shape = (case.rows, case.width)
-    return np.random.default_rng([case.seed, 7]).standard_normal(shape).astype(get_format(case.dtype).np_dtype)
+    dtype = get_format(case.dtype).np_dtype
+    dy = np.random.default_rng([case.seed, 7]).standard_normal(shape).astype(dtype)
+    if "residual_out" not in get_op(case.op).results:
+        return dy
+    return {"y": dy, "residual_out": np.random.default_rng([case.seed, 7, 1]).standard_normal(shape).astype(dtype)}
 
 
 def _ratio(err, bound):
@@ -327,13 +393,17 @@ def measure(case: Case, orders=nb.DW_ORDERS, dy=None) -> dict:
     inputs = case.inputs()
     dy = upstream(case) if dy is None else dy
     c = case.contract
-    ref = vjp(c, inputs.as_float64(), dy.astype(np.float64), inputs.num_heads)
+    ref = vjp(c, inputs.as_float64(), as_float64(dy), inputs.num_heads)
     out = {o: nb.backward(case.op, c, inputs, dy, o) for o in orders}
     first = out[orders[0]]
     fig = {"case": case.id}
     ex = exact(c, inputs, dy)
     bound, scale = dx_bound(c, inputs, dy, ex)
     fig |= _figures("dx", first["x"], ref["x"], bound, scale, fmt)
+    if "residual" in ref:  # the fused add: the residual gets x's gradient, the very same bits
+        assert np.array_equal(ref["residual"], ref["x"])
+        assert all(np.array_equal(out[o]["residual"], out[o]["x"]) for o in orders)
+        fig |= _figures("dresidual", first["residual"], ref["residual"], bound, scale, fmt)
     if "gate" in ref:
         bound, scale = dgate_bound(c, inputs, dy, ex)
         fig |= _figures("dgate", first["gate"], ref["gate"], bound, scale, fmt)
@@ -367,7 +437,20 @@ def _figures(name, out, exact_value, bound, scale, fmt) -> dict:
 # ---- the tests ---------------------------------------------------------------------------------
 
 DTYPES = ("float32", "bfloat16", "float16")
-PAIRS = op_conventions()
+ALL_PAIRS = op_conventions()
+
+
+def _derived(op: str, conv: str) -> bool:
+    """Whether the derivation above covers the contract: the square statistics (mean_square,
+    sum_square) with the gate, if any, after the norm. LayerNorm's centring and the grouped norm's
+    gate before it are judged against the harness's budgets instead
+    (tests/implementations/test_numpy_backward_layer_norm.py)."""
+    c = CONVENTIONS[conv].contracts[op]
+    return c.statistic != "variance" and not (c.record.applies("gate_order") and c.gate_order == "gate_then_norm")
+
+
+# the pairs the derived bounds are for (benchmarks/measure_backward.py measures these too)
+PAIRS = [pair for pair in ALL_PAIRS if _derived(*pair)]
 # (shape, regime, gate): a head width and a model width, a tall case (several 128-row blocks of the
 # dw reduction) and a tiny-RMS one (where eps is part of the denominator)
 ROW_SHAPES = (("8x128", "normal", "open"), ("64x1024", "normal", "closed"), ("512x256", "normal", "open"),
@@ -380,6 +463,11 @@ def has_heads(op: str) -> bool:
     return "num_heads" in get_op(op).dims
 
 
+# the fused add's residual: the row shapes' gate column picks its regime too (an open gate's rows
+# get a large residual, h ~ the residual; a closed gate's a normal one, h ~ x + N(0, 1))
+RESIDUAL_FOR_GATE = {"open": "large", "closed": "normal"}
+
+
 def make_case(op, convention, dtype, shape, regime="normal", gate="open") -> Case:
     record = get_op(op)
     choices = {}
@@ -387,6 +475,8 @@ def make_case(op, convention, dtype, shape, regime="normal", gate="open") -> Cas
         choices["weight"] = "trained"
     if record.operand("gate"):
         choices["gate"] = gate
+    if record.operand("residual"):
+        choices["residual"] = RESIDUAL_FOR_GATE[gate]
     return Case.of(op, convention, dtype, shape, regime=regime, **choices)
 
 
@@ -403,7 +493,9 @@ def test_backward_is_within_its_derived_bounds(op, conv, dtype, shape, regime, g
     ratios = {k: v for k, v in fig.items() if k.endswith("_ratio")}
     assert all(v <= 1.0 for v in ratios.values()), (fig["case"], ratios)
     # the closed form of the elementwise bound, in ULPs of the input dtype at the two terms' scale
-    limit = dx_ulp_limit(dtype, make_case(op, conv, dtype, shape, regime, gate).span)
+    case = make_case(op, conv, dtype, shape, regime, gate)
+    fused = case.contract.residual_dtype if case.contract.record.applies("residual_dtype") else ""
+    limit = dx_ulp_limit(dtype, case.span, fused)
     assert fig["dx_ulp_scale"] <= fig["dx_bound_ulp_scale"] <= limit, (fig, limit)
 
 
@@ -425,7 +517,7 @@ def test_a_wrong_backward_is_far_outside_the_bounds(op, conv, dtype, monkeypatch
     shape = "8x4x128" if has_heads(op) else "8x128"
     case = make_case(op, conv, dtype, shape)
     inputs, dy = case.inputs(), upstream(case)
-    ref = vjp(case.contract, inputs.as_float64(), dy.astype(np.float64), inputs.num_heads)
+    ref = vjp(case.contract, inputs.as_float64(), as_float64(dy), inputs.num_heads)
     bound, scale = dx_bound(case.contract, inputs, dy)
     ulp = judge.Reference(ref["x"], get_format(dtype), floor=scale).ulp
     wrongs = {}
@@ -452,7 +544,7 @@ def test_every_conventions_contract_is_supported_and_only_those_values_are_liste
     assert {k: set(v) for k, v in nb.SUPPORTED.items()} == used
 
 
-@pytest.mark.parametrize("op, conv", PAIRS)
+@pytest.mark.parametrize("op, conv", ALL_PAIRS)
 def test_a_knob_value_no_convention_uses_raises_naming_it(op, conv):
     contract = CONVENTIONS[conv].contracts[op]
     case = make_case(op, conv, "float32", "2x1x4" if has_heads(op) else "2x8")

@@ -1,4 +1,12 @@
-"""The own PyTorch implementation against the float64 oracle and against the own NumPy one."""
+"""The own PyTorch implementation against the float64 oracle and against the own NumPy one.
+
+Accuracy is judged exactly as a run judges it (engine/runner.py `prepare`, judge.judge): per case and
+per forward result (a fused add's y and residual_out each), against the oracle's reference with the
+judge's ULP floors (the Llama cast's subnormal floor, LayerNorm's centred floor at the span's scale)
+and the case's own budget (LayerNorm's grows with the rows' |mean| / std, residual_out's is half an
+ULP). Counting ULPs at |ref| without those floors is not what the run does: Mamba2's grouped norm in
+fp16 at tiny_rms:1e-4 with large weights rounds a subnormal normalised value before the weight
+multiply, 3.5 ULP of its (subnormal) output, 1.2 at the judge's floor, where its budget is 3.0."""
 from __future__ import annotations
 
 import itertools
@@ -8,29 +16,42 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from normdiff.harness.data.budgets import budget_for
-
 torch = pytest.importorskip("torch")
 
 from normdiff.cases import suites  # noqa: E402
 from normdiff.cases.model import Case, CaseInputs  # noqa: E402
 from normdiff.harness.engine import judge  # noqa: E402
 from normdiff.harness.engine import oracle  # noqa: E402
+from normdiff.harness.engine import runner  # noqa: E402
 from normdiff.harness.data.ops import OPS  # noqa: E402
 from normdiff.harness.data.conventions import get_contract, op_conventions  # noqa: E402
 from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations import numpy_own, torch_own  # noqa: E402
+from normdiff.implementations.frameworks.torch import to_numpy  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
 REGIMES = ("normal", "tiny_rms:1e-4", "zero_rows", "mean_shift:3")
+# the regimes where an op's own structure shows, on top of REGIMES: heads at different scales,
+# groups at different scales, LayerNorm's ill-conditioned centring (mean 1000, std 1) and outliers
+EXTRA_REGIMES = {"qk_norm": ("head_scales:lognormal",), "qk_norm_rope": ("head_scales:lognormal",),
+                 "group_gated_rms_norm": ("head_scales:lognormal", "group_scales"),
+                 "layer_norm": ("narrow:1", "outliers")}
+PASSING = ("identical", "agree")
 GROUPS = [(op, conv, dtype) for (op, conv), dtype in itertools.product(op_conventions(), DTYPES)]
 
 
 def cases(op: str, conv: str, dtype: str) -> list[Case]:
+    """One case per call (a fused add's forward is one call judged on two results: its y case)."""
     heads = "num_heads" in OPS[op].dims
-    return suites.expand(dict(ops=[op], conventions=[conv], dtypes=[dtype], shapes=["4x8x64" if heads else "8x128"],
-                              regimes=list(REGIMES + (("head_scales:lognormal",) if heads else ())),
-                              weights=["trained", "ones", "large"], gates=["open", "closed"]))
+    expanded = suites.expand(dict(ops=[op], conventions=[conv], dtypes=[dtype], shapes=["4x8x64" if heads else "8x128"],
+                                  regimes=list(REGIMES + EXTRA_REGIMES.get(op, ())),
+                                  weights=["trained", "ones", "large"], gates=["open", "closed"], biases=["trained"],
+                                  residuals=["normal", "large"]))
+    return suites.one_per_call(expanded)
+
+
+def by_result(op: str, value) -> dict:
+    return OPS[op].by_result(value)
 
 
 def ulp_error(out: np.ndarray, ref: np.ndarray, dtype: str, op: str = "", num_heads: int = 1) -> np.ndarray:
@@ -43,47 +64,60 @@ def ulp_error(out: np.ndarray, ref: np.ndarray, dtype: str, op: str = "", num_he
 
 
 @lru_cache(maxsize=None)
-def results(op: str, conv: str, dtype: str) -> list[tuple[Case, CaseInputs, "torch.Tensor"]]:
+def results(op: str, conv: str, dtype: str) -> list[tuple[Case, CaseInputs, dict]]:
+    """(case, inputs, {result: torch tensor}) for every call of the group."""
     out = []
     for case in cases(op, conv, dtype):
         inputs = case.inputs()
-        out.append((case, inputs, torch_own.run(op, case.contract, inputs)))
+        out.append((case, inputs, by_result(op, torch_own.run(op, case.contract, inputs))))
     return out
-
-
-def budget(case: Case) -> float:
-    """The harness's own budget (harness/data/budgets.py derives each rounding chain)."""
-    return budget_for(case.dtype, case.op, case.span)
 
 
 @pytest.mark.parametrize("op,conv,dtype", GROUPS, ids=[f"{o}@{c}-{d}" for o, c, d in GROUPS])
 def test_error_against_reference(op, conv, dtype):
-    worst, worst_id = 0.0, ""
+    """Every result of every case within its own budget, as the run judges it (module docstring)."""
+    worst, worst_at = 0.0, ""
     for case, inputs, out in results(op, conv, dtype):
-        ref = oracle.evaluate(case.contract, inputs.as_float64(), inputs.num_heads)
-        err = ulp_error(out.float().numpy(), ref, dtype, op, inputs.num_heads).max()
-        if err > worst:
-            worst, worst_id = err, case.id
-    assert worst <= min(budget(case) for case, _, _ in results(op, conv, dtype)), f"{worst:.3f} ULP at {worst_id}"
+        prepared = runner.prepare(case)
+        assert set(prepared.expected) == set(out), case.id
+        for name, e in prepared.expected.items():
+            m = judge.judge(to_numpy(out[name]), e.ref, get_format(dtype), e.budget, case.num_heads, op,
+                            systematic=e.systematic)
+            assert m.outcome in PASSING, f"{e.case.id}: {m.outcome}, {m.max_ulp:.3f} ULP > {e.budget:.3f} {m.detail}"
+            if m.max_ulp / e.budget > worst:
+                worst, worst_at = m.max_ulp / e.budget, f"{e.case.id}: {m.max_ulp:.3f} of {e.budget:.3f} ULP"
+    print(f"worst {worst:.3f} of the budget at {worst_at}")
 
 
 @pytest.mark.parametrize("op,conv,dtype", GROUPS, ids=[f"{o}@{c}-{d}" for o, c, d in GROUPS])
 def test_output_dtype_and_shape(op, conv, dtype):
     want = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     for case, inputs, out in results(op, conv, dtype):
-        assert out.dtype == want, case.id
-        assert tuple(out.shape) == inputs.arrays["x"].shape, case.id
+        assert list(out) == list(OPS[op].results), case.id
+        for name, tensor in out.items():
+            assert tensor.dtype == want, (case.id, name)
+            assert tuple(tensor.shape) == inputs.arrays["x"].shape, (case.id, name)
 
 
 def test_bf16_bit_identical_to_numpy_own():
+    """Every result of every case, over every op@convention and for each op@convention alone
+    (measured: every op@convention bit-identical but each LayerNorm convention, on 18431 of its
+    18432 elements: its float32 sums ordered as torch's cascade, not NumPy's pairwise sum)."""
     same = total = 0
+    low = {}
     for op, conv in op_conventions():
+        s = t = 0
         for case, inputs, out in results(op, conv, "bfloat16"):
-            ours = out.float().numpy()
-            theirs = numpy_own.run(op, case.contract, inputs).astype(np.float32)
-            equal = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
-            same, total = same + int(equal.sum()), total + equal.size
+            theirs = by_result(op, numpy_own.run(op, case.contract, inputs))
+            for name, tensor in out.items():
+                ours, other = tensor.float().numpy(), theirs[name].astype(np.float32)
+                equal = (ours == other) | (np.isnan(ours) & np.isnan(other))
+                s, t = s + int(equal.sum()), t + equal.size
+        same, total = same + s, total + t
+        if s / t < 0.999:
+            low[f"{op}@{conv}"] = f"{s}/{t}"
     assert same / total >= 0.999, f"{same}/{total} elements identical"
+    assert not low, f"op@conventions below 99.9% bit-identical: {low}"
 
 
 # Single-knob mutants: torch_own must compute the same formula as numpy_own for each of them.
@@ -110,6 +144,17 @@ MUTANTS = [
     ("qk_norm@olmo2", dict(weight_span="head")),
     ("qk_norm_rope@qwen3", dict(rope_order="rope_then_norm")),
     ("qk_norm_rope@qwen3", dict(scope="full")),
+    ("layer_norm@torch", dict(correction=1)),
+    ("layer_norm@torch", dict(bias_order="before_scale")),
+    ("layer_norm@torch", dict(centre=False)),
+    ("layer_norm@torch", dict(cast="llama")),
+    ("add_rms_norm@qwen3", dict(residual_dtype="float32")),
+    ("add_rms_norm@vllm", dict(residual_dtype="input")),
+    ("add_rms_norm@qwen3", dict(residual_rounding="truncate")),
+    ("add_rms_norm@qwen3", dict(residual_order="after_norm")),
+    ("group_gated_rms_norm@mamba2", dict(scope="full")),
+    ("group_gated_rms_norm@mamba2", dict(gate_order="norm_then_gate")),
+    ("group_gated_rms_norm@mamba2", dict(cast="one_rounding")),
 ]
 
 
@@ -118,13 +163,15 @@ MUTANTS = [
 def test_mutants_match_numpy_own(pair, knob, regime):
     op, conv = pair.split("@")
     heads = "num_heads" in OPS[op].dims
-    (case,) = suites.expand(dict(ops=[op], conventions=[conv], dtypes=["bfloat16"], shapes=["4x8x64" if heads else "8x128"],
-                                 regimes=[regime], weights=["trained"]))
+    case = suites.expand(dict(ops=[op], conventions=[conv], dtypes=["bfloat16"], shapes=["4x8x64" if heads else "8x128"],
+                              regimes=[regime], weights=["trained"], biases=["trained"], residuals=["large"]))[0]
     contract, inputs = case.contract.replace(**knob), case.inputs()
-    ours = torch_own.run(op, contract, inputs).float().numpy()
-    theirs = numpy_own.run(op, contract, inputs).astype(np.float32)
-    equal = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
-    assert equal.mean() >= 0.999, f"{int((~equal).sum())} of {equal.size} differ"
+    ours = by_result(op, torch_own.run(op, contract, inputs))
+    theirs = by_result(op, numpy_own.run(op, contract, inputs))
+    for name in OPS[op].results:  # y, and a fused add's residual_out
+        a, b = ours[name].float().numpy(), theirs[name].astype(np.float32)
+        equal = (a == b) | (np.isnan(a) & np.isnan(b))
+        assert equal.mean() >= 0.999, f"{name}: {int((~equal).sum())} of {equal.size} differ"
 
 
 def test_seed_worked_example():

@@ -1,7 +1,6 @@
 """`normdiff check --pass backward`: an explicit NumPy backward (first parameter dy) and a torch
 forward whose autograd.Function has a hand-written backward, judged against the exact VJP and
 diagnosed by the catalogued backward bug's name."""
-import json
 import subprocess
 import sys
 
@@ -10,23 +9,16 @@ import pytest
 NUMPY, TORCH = "tests/fixtures/backward_numpy.py", "tests/fixtures/backward_torch.py"
 
 
-def check(*args):
-    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args, "--json"],
-                          capture_output=True, text=True, timeout=600)
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(lines[0])
 
-
-def test_a_correct_explicit_numpy_backward_agrees():
-    code, result = check(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--pass", "backward")
+def test_a_correct_explicit_numpy_backward_agrees(check_json):
+    code, result = check_json(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--pass", "backward")
     assert code == 0 and result["verdict"] == "agrees", result
     outputs = {row["case_id"].rpartition("out=")[2] for row in result["rows"]}
     assert outputs == {"dx", "dw"} and result["cases"]["total"] >= 20
 
 
-def test_an_explicit_backward_runs_the_backward_pass_only_by_default():
-    code, result = check(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
+def test_an_explicit_backward_runs_the_backward_pass_only_by_default(check_json):
+    code, result = check_json(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
     assert code == 0 and all("/dy=" in row["case_id"] for row in result["rows"]), result
 
 
@@ -38,8 +30,8 @@ def test_an_explicit_backward_asked_for_the_forward_is_a_usage_error():
     assert "Traceback" not in proc.stderr
 
 
-def test_the_weight_missing_in_dx_is_diagnosed_by_name():
-    code, result = check(f"{NUMPY}:rms_norm_backward_no_weight", "--op", "rms_norm", "--convention", "qwen3",
+def test_the_weight_missing_in_dx_is_diagnosed_by_name(check_json):
+    code, result = check_json(f"{NUMPY}:rms_norm_backward_no_weight", "--op", "rms_norm", "--convention", "qwen3",
                          "--pass", "backward")
     assert code == 1 and result["verdict"] == "disagrees"
     best = result["diagnosis"][0]
@@ -50,17 +42,17 @@ def test_the_weight_missing_in_dx_is_diagnosed_by_name():
     assert bad and all(row["case_id"].endswith("out=dx") for row in bad)
 
 
-def test_a_torch_autograd_function_with_the_weight_twice_is_diagnosed():
+def test_a_torch_autograd_function_with_the_weight_twice_is_diagnosed(check_json):
     pytest.importorskip("torch")
-    code, result = check(f"{TORCH}:rms_norm_weight_twice", "--op", "rms_norm", "--convention", "qwen3",
+    code, result = check_json(f"{TORCH}:rms_norm_weight_twice", "--op", "rms_norm", "--convention", "qwen3",
                          "--pass", "backward")
     assert code == 1 and result["framework"] == "torch"
     assert result["diagnosis"][0]["bug"] == "bwd-weight-twice", result["diagnosis"]
 
 
-def test_a_torch_forward_is_checked_in_both_passes():
+def test_a_torch_forward_is_checked_in_both_passes(check_json):
     pytest.importorskip("torch")
-    code, result = check(f"{TORCH}:rms_norm_torch", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
+    code, result = check_json(f"{TORCH}:rms_norm_torch", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
     assert code == 0, result
     passes = {"backward" if "/dy=" in row["case_id"] else "forward" for row in result["rows"]}
     assert passes == {"forward", "backward"}
@@ -69,8 +61,8 @@ def test_a_torch_forward_is_checked_in_both_passes():
 COMMAND = f"{sys.executable} tests/fixtures/command_program.py"
 
 
-def test_a_command_backward_with_the_weight_missing_is_diagnosed_by_name():
-    code, result = check("--command", f"{COMMAND} bwd-weight-missing", "--op", "rms_norm", "--convention", "qwen3",
+def test_a_command_backward_with_the_weight_missing_is_diagnosed_by_name(check_json):
+    code, result = check_json("--command", f"{COMMAND} bwd-weight-missing", "--op", "rms_norm", "--convention", "qwen3",
                          "--pass", "backward", "--dtype", "bf16")
     assert code == 1 and result["framework"] == "command"
     assert result["diagnosis"][0]["bug"] == "bwd-weight-missing", result["diagnosis"]
@@ -79,11 +71,11 @@ def test_a_command_backward_with_the_weight_missing_is_diagnosed_by_name():
     assert all("--command" in row["repro"] and "/out=" in row["repro"] for row in result["rows"])
 
 
-def test_a_command_is_checked_on_the_forward_unless_pass_is_given():
-    code, result = check("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
+def test_a_command_is_checked_on_the_forward_unless_pass_is_given(check_json):
+    code, result = check_json("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
                          "--dtype", "bf16")
     assert code == 0 and result["rows"] and not any("/dy=" in row["case_id"] for row in result["rows"])
-    code, result = check("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
+    code, result = check_json("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
                          "--dtype", "bf16", "--pass", "both")
     passes = {"/dy=" in row["case_id"] for row in result["rows"]}
     assert code == 0 and passes == {True, False}, result["verdict"]

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from normdiff.cases.suites import for_pass
+from normdiff.harness.commands.check import check_suite
 from normdiff.implementations.frameworks import FRAMEWORKS
 
 FIX = "tests/fixtures/user"
@@ -36,12 +38,18 @@ def check(*args):
     return proc.returncode, json.loads(lines[0])
 
 
-def agrees(result, framework, total=78):
+def suite_cases(passes: str) -> int:
+    """How many rms_norm cases of the default suite `check` runs in that pass (any convention: check
+    re-targets them all)."""
+    return len(for_pass(check_suite("default", "rms_norm", "qwen3"), passes).cases)
+
+
+def agrees(result, framework):
     assert result["verdict"] == "agrees" and result["framework"] == framework, result["message"] or result["cases"]
-    # every dtype ran (bf16 crossed both ways); torch code (a module class too) also runs the backward
-    # pass: the suite's 46 backward rms_norm cases (dx and dw of 23 calls). The JAX target checked here
-    # is flax's class, which normdiff does not differentiate: the forward only.
-    total += 46 if framework == "torch" else 0
+    # every case ran (every dtype: bf16 crossed both ways); torch code (a module class too) also
+    # runs the backward pass (dx and dw of each backward call). The JAX target checked here is flax's
+    # class, which normdiff does not differentiate: the forward only.
+    total = suite_cases("forward") + (suite_cases("backward") if framework == "torch" else 0)
     assert result["cases"]["agree"] == result["cases"]["total"] == total
     assert result["margin"]["worst_ulp"] <= result["margin"]["budget_ulp"]
 

@@ -12,9 +12,11 @@ from normdiff.harness.data.conventions import get_contract, op_conventions
 from normdiff.harness.engine import oracle
 from normdiff.harness.engine.vjp import vjp
 
-SMALL = {"rms_norm": "3x16", "gated_rms_norm": "3x16", "l2_norm": "3x16", "qk_norm": "3x2x8", "qk_norm_rope": "3x2x8"}
+SMALL = {"rms_norm": "3x16", "gated_rms_norm": "3x16", "l2_norm": "3x16", "qk_norm": "3x2x8", "qk_norm_rope": "3x2x8",
+         "layer_norm": "3x16", "group_gated_rms_norm": "3x2x8", "add_rms_norm": "3x16"}
 CASE_SIZED = {"rms_norm": "8x128", "gated_rms_norm": "8x128", "l2_norm": "8x128", "qk_norm": "4x8x64",
-              "qk_norm_rope": "4x8x64"}
+              "qk_norm_rope": "4x8x64", "layer_norm": "8x128", "group_gated_rms_norm": "4x8x64",
+              "add_rms_norm": "8x128"}
 NORM_KNOBS = list(itertools.product(("inside", "outside", "clamp", "none"), ("mean_square", "sum_square", "variance"),
                                     ("one", "span", "max_square"), (False, True)))
 # eps 0.05 keeps every eps term far above the finite differences' error; eps 50 puts clamp on its eps branch
@@ -35,7 +37,7 @@ def _finite_differences(contract: Contract, arrays: dict, dy: np.ndarray, num_he
     """d(sum(dy * evaluate))/d(each element) by central differences, step 1e-6 of the operand's scale."""
     arrays = {k: v.copy() for k, v in arrays.items()}
     out = {}
-    for name in ("x", "weight", "gate"):
+    for name in ("x", "residual", "weight", "gate", "bias"):
         if name not in arrays:
             continue
         v, grad = arrays[name], np.zeros(arrays[name].shape)
@@ -123,6 +125,19 @@ def test_qk_norm_knobs_against_finite_differences(placement, statistic, scale, i
         _check_fd(contract, {"x": x, "weight": rng.normal(0.3, 1.0, span)}, heads)
 
 
+LAYER_NORM_KNOBS = list(itertools.product(("inside", "outside"), (0, 1), ("after_scale", "before_scale"), (True, False)))
+
+
+@pytest.mark.parametrize("placement,correction,bias_order,centre", LAYER_NORM_KNOBS)
+def test_layer_norm_knobs_against_finite_differences(placement, correction, bias_order, centre):
+    rng = np.random.default_rng(5)
+    arrays = {"x": rng.normal(2.0, 1.5, (3, 8)), "weight": rng.normal(0.3, 1.0, 8), "bias": rng.normal(0.0, 1.0, 8)}
+    base = Contract("layer_norm", statistic="variance", centre=centre, eps_placement=placement,
+                    correction=correction, bias_order=bias_order)
+    for eps, offset in itertools.product(EPS_VALUES, (0.0, 1.0)):
+        _check_fd(base.replace(eps=eps, weight_offset=offset), arrays)
+
+
 GATE_KNOBS = list(itertools.product(("norm_then_gate", "gate_then_norm"), ("silu", "sigmoid")))
 
 
@@ -179,6 +194,8 @@ def _torch_forward(torch, contract: Contract, t: dict, positions, num_heads: int
         half = torch.cat([-heads[..., dim // 2:], heads[..., :dim // 2]], dim=-1)
         return (heads * torch.cos(emb) + half * torch.sin(emb)).reshape(v.shape)
 
+    if "residual" in t and contract.residual_order == "before_norm":  # a fused add: the norm of x + residual
+        x = x + t["residual"]
     if positions is not None and contract.rope_order == "rope_then_norm":
         x = rotate(x)
     if gate is not None and contract.gate_order == "gate_then_norm":
@@ -186,21 +203,30 @@ def _torch_forward(torch, contract: Contract, t: dict, positions, num_heads: int
     xs = x.reshape(*x.shape[:-1], num_heads if contract.scope == "head" else 1, -1)
     n = xs.shape[-1]
     centred = xs - xs.mean(-1, keepdim=True) if contract.statistic == "variance" else xs
-    stat = (centred * centred).sum(-1, keepdim=True) / (1 if contract.statistic == "sum_square" else n)
+    divisor = 1 if contract.statistic == "sum_square" else n - (contract.correction if contract.statistic == "variance" else 0)
+    stat = (centred * centred).sum(-1, keepdim=True) / divisor
     factor = {"one": 1.0, "span": float(n)}.get(contract.eps_scale)
     eps = contract.eps * (factor if factor is not None else (xs * xs).amax(-1, keepdim=True))
     eps = torch.as_tensor(eps, dtype=torch.float64)
     d = {"inside": lambda: torch.sqrt(stat + eps), "outside": lambda: torch.sqrt(stat) + eps,
          "clamp": lambda: torch.maximum(torch.sqrt(stat), eps),
          "none": lambda: torch.sqrt(stat)}[contract.eps_placement]()
+    if contract.centre:
+        xs = xs - xs.mean(-1, keepdim=True)
     y = (xs * d if contract.inverted else xs / d).reshape(x.shape)
+    bias = t["bias"].repeat(x.shape[-1] // t["bias"].shape[-1]) if "bias" in t else 0.0
     if "weight" in t:
         w = t["weight"]
-        y = y * (contract.weight_offset + w.repeat(x.shape[-1] // w.shape[-1]))
+        scale = contract.weight_offset + w.repeat(x.shape[-1] // w.shape[-1])
+        y = (y + bias) * scale if contract.bias_order == "before_scale" else y * scale + bias
+    else:
+        y = y + bias
     if gate is not None and contract.gate_order == "norm_then_gate":
         y = y * act(gate)
     if positions is not None and contract.rope_order == "norm_then_rope":
         y = rotate(y)
+    if "residual" in t and contract.residual_order == "after_norm":
+        y = y + t["residual"]
     return y
 
 
@@ -303,3 +329,32 @@ def test_zero_rows_where_the_norm_is_differentiable(knobs, factor):
     want = _finite_differences(contract, arrays, dy, 1)
     _assert_close({"x": got["x"][[0, 2]]}, {"x": want["x"][[0, 2]]}, 1e-6, str(contract))
     _assert_close({"weight": got["weight"]}, {"weight": want["weight"]}, 1e-6, str(contract))
+
+
+@pytest.mark.parametrize("order", ("before_norm", "after_norm"))
+def test_a_fused_add_against_finite_differences_with_both_upstream_gradients(order):
+    # J^T of (y, residual_out) applied to (dy, dresidual_out): sum(dy * y) + sum(dh * h), by central
+    # differences on every element of x, residual and the weight
+    rng = np.random.default_rng(7)
+    arrays = {"x": rng.standard_normal((3, 8)), "residual": 3.0 * rng.standard_normal((3, 8)),
+              "weight": rng.normal(0.3, 1.0, 8)}
+    dy, dh = rng.standard_normal((3, 8)), rng.standard_normal((3, 8))
+    contract = Contract("add_rms_norm", eps=0.05, residual_order=order)
+
+    def objective(a):
+        r = oracle.results(contract, a)
+        return np.sum(dy * r["y"]) + np.sum(dh * r["residual_out"])
+
+    want = {}
+    for name in arrays:
+        v, grad = arrays[name], np.zeros(arrays[name].shape)
+        for i in np.ndindex(v.shape):
+            h, old = 1e-6 * max(abs(v[i]), 1.0), v[i]
+            v[i] = old + h
+            plus = objective(arrays)
+            v[i] = old - h
+            minus = objective(arrays)
+            v[i] = old
+            grad[i] = (plus - minus) / (2 * h)
+        want[name] = grad
+    _assert_close(vjp(contract, arrays, {"y": dy, "residual_out": dh}), want, 1e-6, order)
