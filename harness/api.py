@@ -23,12 +23,13 @@ if TYPE_CHECKING:  # the report layer (pandas) is imported only once the workers
     from normdiff.reports.report import Report
 
 
-def select(names: list[str] | None = None) -> list[Implementation]:
-    """Registered implementations, all of them or those named (unknown names raise UsageError)."""
+def select(names: list[str] | None = None, full: bool = False) -> list[Implementation]:
+    """Registered implementations: those named (unknown names raise UsageError), or every one of the
+    default tier, and with `full` the runtimes of the "full" tier too (entry.py `tier`)."""
     if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
         raise UsageError(f"select takes a list of implementation names, e.g. select(['numpy', 'torch']); got {names!r}")
     if not names:
-        return registry.implementations()
+        return [i for i in registry.implementations() if full or i.tier == "default"]
     return [registry.get(n) for n in dict.fromkeys(names)]
 
 

@@ -83,4 +83,116 @@ def builtin() -> list[Implementation]:
         Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
                        "own JAX (jax.numpy, jitted once per op and cast, eps traced; backward: jax.vjp)",
                        batch_rows=True, backward="normdiff.implementations.jax_own:backward"),
-    ] + hf_implementations() + builtin_implementations() + mutant_implementations()
+    ] + hf_implementations() + builtin_implementations() + runtime_implementations() + mutant_implementations()
+
+
+def _mlx_keras_tinygrad() -> list[Implementation]:
+    """MLX, keras 3 (JAX backend) and tinygrad's own norms, each declared for the convention whose
+    contract it computes (runtime_mlx.py, runtime_keras.py and runtime_tinygrad.py say why)."""
+    mlx_entry, keras_entry = "normdiff.implementations.runtime_mlx:", "normdiff.implementations.runtime_keras:"
+    tinygrad_entry = "normdiff.implementations.runtime_tinygrad:"
+    # the Llama cast, plain gamma: x * rsqrt rounded to the input dtype, then times w in it
+    llama_cast = frozenset({("rms_norm", "qwen3"), ("rms_norm", "llama"), ("rms_norm", "deepseek-v3"),
+                            ("qk_norm", "qwen3")})
+    # plain gamma, one rounding (as torch's built-ins: builtins.py)
+    one_rounding = frozenset({("rms_norm", "olmo2"), ("rms_norm", "torch"), ("qk_norm", "olmo2")})
+    layer_norm = frozenset({("layer_norm", "torch")})
+    return [
+        Implementation("mlx-fast.rms_norm", "framework", "mlx", mlx_entry + "fast_rms_norm", llama_cast,
+                       "mlx.core.fast.rms_norm (CPU): float32 statistics, the Llama cast", batch_rows=True,
+                       backward=mlx_entry + "fast_rms_norm_backward"),
+        Implementation("mlx-nn.RMSNorm", "framework", "mlx", mlx_entry + "nn_rms_norm", llama_cast,
+                       "mlx.nn.RMSNorm, weight in the case dtype", batch_rows=True,
+                       backward=mlx_entry + "nn_rms_norm_backward"),
+        Implementation("mlx-fast.layer_norm", "framework", "mlx", mlx_entry + "fast_layer_norm", layer_norm,
+                       "mlx.core.fast.layer_norm (CPU): float32 statistics; rounded to the input dtype, then "
+                       "times w and plus b in it (three roundings)", batch_rows=True,
+                       backward=mlx_entry + "fast_layer_norm_backward"),
+        Implementation("mlx-nn.LayerNorm", "framework", "mlx", mlx_entry + "nn_layer_norm", layer_norm,
+                       "mlx.nn.LayerNorm, weight and bias in the case dtype", batch_rows=True,
+                       backward=mlx_entry + "nn_layer_norm_backward"),
+        Implementation("keras-ops.rms_normalization", "framework", "keras", keras_entry + "ops_rms_normalization",
+                       one_rounding, "keras.ops.rms_normalization (JAX backend): float32, one rounding",
+                       batch_rows=True, tier="full"),
+        Implementation("keras-layers.RMSNormalization", "framework", "keras", keras_entry + "layer_rms_normalization",
+                       one_rounding, "keras.layers.RMSNormalization, default dtype policy (returns float32 for "
+                       "bf16/fp16 input)", batch_rows=True, tier="full"),
+        Implementation("keras-layers.LayerNormalization", "framework", "keras",
+                       keras_entry + "layer_layer_normalization", layer_norm,
+                       "keras.layers.LayerNormalization, default dtype policy (returns float32 for bf16/fp16 "
+                       "input)", batch_rows=True, tier="full"),
+        Implementation("tinygrad-nn.RMSNorm", "framework", "tinygrad", tinygrad_entry + "nn_rms_norm", llama_cast,
+                       "tinygrad.nn.RMSNorm (CPU, clang), weight in the case dtype: the Llama cast",
+                       batch_rows=True, tier="full"),
+        Implementation("tinygrad-nn.LayerNorm", "framework", "tinygrad", tinygrad_entry + "nn_layer_norm",
+                       layer_norm, "tinygrad.nn.LayerNorm (CPU, clang), weight and bias in the case dtype: "
+                       "statistics rounded to the input dtype", batch_rows=True, tier="full"),
+    ]
+
+
+# ---- onnxruntime graphs and torch.compile (runtime_onnx.py, runtime_compile.py) ---------------
+# (this block and _onnx_and_compile: the onnx / torch.compile port; the helpers above are others')
+
+
+def compiler_missing() -> str | None:
+    """Why torch.compile's inductor cannot build its CPU kernels here (no C++ compiler), or None.
+    Inductor runs $CXX (default g++): looked up on PATH, nothing imported."""
+    import os
+    import shutil
+
+    compiler = os.environ.get("CXX", "g++")
+    if shutil.which(compiler) is None:
+        return (f"torch.compile's inductor backend builds C++ for the CPU with {compiler!r} ($CXX, default "
+                "g++), which is not on PATH; install one (`apt-get install g++`) or point CXX at it")
+    return None
+
+
+class CompiledImplementation(Implementation):
+    """A torch.compile implementation: unavailable, with the reason, without a C++ compiler."""
+
+    def unavailable_reason(self) -> str | None:
+        return super().unavailable_reason() or compiler_missing()
+
+
+def _onnx_and_compile() -> list[Implementation]:
+    """onnxruntime running graphs built in code (and HF Qwen3RMSNorm exported by torch.onnx), and
+    torch.compile (inductor, CPU) of our own torch modules and of Qwen3RMSNorm: forward only, each
+    declared for the contract it computes (runtime_onnx.py and runtime_compile.py say why)."""
+    onnx_entry, compile_entry = "normdiff.implementations.runtime_onnx:", "normdiff.implementations.runtime_compile:"
+    # onnxruntime fuses RMSNormalization into its float32 kernel: plain gamma, one rounding
+    one_rounding = frozenset({("rms_norm", "olmo2"), ("rms_norm", "torch")})
+    layer_norm, qwen3 = frozenset({("layer_norm", "torch")}), frozenset({("rms_norm", "qwen3")})
+    # torch.compile: one case per call (each shape is a compilation), in a worker of its own
+    compiled = dict(worker="torch-compile", batch_rows=False, tier="full")
+    return [
+        Implementation("onnx-RMSNormalization", "framework", "onnxruntime", onnx_entry + "rms_norm", one_rounding,
+                       "ONNX RMSNormalization (opset 23, stash_type float32) on onnxruntime's CPU provider; "
+                       "no bf16 (no bf16 Mul kernel)", requires=("onnx",), batch_rows=True),
+        Implementation("onnx-LayerNormalization", "framework", "onnxruntime", onnx_entry + "layer_norm", layer_norm,
+                       "ONNX LayerNormalization (opset 17, stash_type float32) on onnxruntime's CPU provider",
+                       requires=("onnx",), batch_rows=True),
+        Implementation("onnx-SimplifiedLayerNormalization", "framework", "onnxruntime",
+                       onnx_entry + "simplified_layer_norm", one_rounding,
+                       "onnxruntime's SimplifiedLayerNormalization kernel (default domain), CPU provider",
+                       requires=("onnx",), batch_rows=True),
+        Implementation("onnx-export-hf-qwen3", "model", "onnxruntime", onnx_entry + "exported_qwen3", qwen3,
+                       "HF Qwen3RMSNorm exported by torch.onnx.export (legacy exporter, opset 17), run on "
+                       "onnxruntime's CPU provider; no bf16 (no bf16 Mul kernel)",
+                       requires=("onnx", "torch", "transformers"), batch_rows=True,
+                       worker="torch", tier="full"),  # it exports with torch + transformers: the torch worker has them
+        CompiledImplementation("compile-torch-rmsnorm", "framework", "torch", compile_entry + "own_rms_norm", qwen3,
+                               "own torch RMSNorm (Llama cast) under torch.compile (inductor, CPU, "
+                               "dynamic=False)", **compiled),
+        CompiledImplementation("compile-hf-qwen3", "model", "torch", compile_entry + "hf_qwen3", qwen3,
+                               "HF Qwen3RMSNorm under torch.compile (inductor, CPU, dynamic=False)",
+                               requires=("transformers",), **compiled),
+        CompiledImplementation("compile-torch-layernorm", "framework", "torch", compile_entry + "own_layer_norm",
+                               layer_norm, "own torch LayerNorm under torch.compile (inductor, CPU, "
+                               "dynamic=False)", **compiled),
+    ]
+
+
+def runtime_implementations() -> list[Implementation]:
+    """The runtimes' ports: MLX, keras, tinygrad (_mlx_keras_tinygrad), onnxruntime and
+    torch.compile (_onnx_and_compile)."""
+    return _mlx_keras_tinygrad() + _onnx_and_compile()

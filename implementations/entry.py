@@ -26,6 +26,7 @@ from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.implementations.frameworks import FRAMEWORKS
 
 KINDS = ("reference", "own", "framework", "model", "mutant", "user")
+TIERS = ("default", "full")
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,15 @@ class Implementation:
     replay: tuple[str, ...] = ()
     # The entry of its backward adapter ("" : it has no backward pass); with `params`, a factory too.
     backward: str = ""
+    # "default": in every run; "full": only in `normdiff run --full` (or named with -i), for the
+    # runtimes whose import or compilation would more than double the default run (README, "Speed")
+    tier: str = "default"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise UsageError(f"implementation {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+        if self.tier not in TIERS:
+            raise UsageError(f"implementation {self.name!r}: tier {self.tier!r} is not one of {TIERS}")
         if self.framework not in FRAMEWORKS:
             raise UsageError(f"implementation {self.name!r}: " + unknown("framework", self.framework, FRAMEWORKS))
         object.__setattr__(self, "op_conventions", frozenset(self.op_conventions))

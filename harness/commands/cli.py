@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
                                                              "regression baseline (JSON)")
     run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
                                                         "2 when FILE is unusable")
+    run.add_argument("--full", action="store_true",
+                     help="also run the runtimes of the full tier (keras, tinygrad, torch.compile, an HF export "
+                          "through onnxruntime), whose imports and compilations would more than double the "
+                          "default run (normdiff list implementations shows each one's tier)")
     run.add_argument("--with", action=_With, dest="target", metavar="TARGET",
                      help="also run your implementation (as for check; repeatable): --op and --convention, and "
                           "--call / --init / --framework / --weight-attr, follow it")
@@ -216,7 +220,8 @@ def _run(args) -> int:
     folder.check_folder(args.out)  # before any work: a run must never be computed and then lost
     if args.save_baseline:
         folder.check_file(args.save_baseline, "--save-baseline")
-    impls = api.select(args.implementations) + _with_implementations(args.withs, args.timeout, args.command_passes)
+    impls = api.select(args.implementations, full=args.full) + _with_implementations(args.withs, args.timeout,
+                                                                                    args.command_passes)
     suite, base = suites.for_pass(suites.load(args.suite), args.passes), None
     if args.baseline or args.save_baseline:
         from normdiff.reports import baseline
@@ -379,7 +384,7 @@ def _list(args) -> int:
 
     if args.what == "implementations":
         rows = [{"name": i.name, "kind": i.kind, "framework": i.framework,
-                 "available": i.unavailable_reason() is None, "reason": i.unavailable_reason() or "",
+                 "available": i.unavailable_reason() is None, "reason": i.unavailable_reason() or "", "tier": i.tier,
                  "op_conventions": sorted(f"{op}@{conv}" for op, conv in i.op_conventions),
                  "description": i.description}
                 for i in registry.implementations()]
@@ -412,7 +417,9 @@ def _list(args) -> int:
 def _list_line(what: str, row: dict) -> str:
     if what == "implementations":
         state = "available" if row["available"] else f"unavailable: {row['reason']}"
-        return f"{row['name']:<12} {row['kind']:<9} {row['framework']:<6} {len(row['op_conventions']):>3} op@conventions  {state}"
+        tier = "  (full tier: run --full)" if row["tier"] == "full" else ""
+        return (f"{row['name']:<12} {row['kind']:<9} {row['framework']:<6} {len(row['op_conventions']):>3} "
+                f"op@conventions  {state}{tier}")
     if what == "conventions":
         ops = "; ".join(f"{op}: {c['formula']}" for op, c in row["contracts"].items())
         return f"{row['name']:<11} {row['summary']}\n{'':<11} {ops}"

@@ -43,4 +43,22 @@ KNOWN: tuple[Finding, ...] = (
               (target,))
       for name, target in (("torch-F.layer_norm", "torch.nn.functional:layer_norm"),
                            ("torch-nn.LayerNorm", "torch.nn:LayerNorm"))),
+    *(Finding(name, "disagree", (("op", "layer_norm"), ("pass", "forward"), ("dtype", ("bfloat16", "float16"))),
+              "MLX's CPU fast.layer_norm (which mlx.nn.LayerNorm calls) rounds (x - mean) * rsqrt(var + eps) to the "
+              "input dtype, then multiplies by w and adds b in that dtype: three roundings where F.layer_norm rounds "
+              "once, so where w * x_hat and b nearly cancel a bf16 result is up to 2.24 ulp off (budget 2.02); "
+              "float32 and the backward agree.", (target,))
+      for name, target in (("mlx-fast.layer_norm", "mlx.core.fast:layer_norm"), ("mlx-nn.LayerNorm", "mlx.nn:LayerNorm"))),
+    Finding("onnx-RMSNormalization", "error", (("dtype", "bfloat16"),),
+            "onnxruntime's CPU provider expands the opset-23 RMSNormalization function into primitive ops and has "
+            "no bfloat16 Mul kernel (NOT_IMPLEMENTED: Mul(14)), so no bf16 graph of it runs; float32 and float16 "
+            "agree. Reproduce: normdiff repro 'rms_norm@olmo2/bf16/8x128/normal/w=trained' -i onnx-RMSNormalization",
+            ()),
+    Finding("tinygrad-nn.LayerNorm", "disagree", (("op", "layer_norm"), ("pass", "forward"),
+                                                  ("dtype", ("bfloat16", "float16"))),
+            "tinygrad's Tensor.layernorm computes in the input dtype: the mean (summed in float32) is cast back to "
+            "bf16 / fp16, and x - mean, its squares, the variance, var + eps and rsqrt are each rounded to it: at "
+            "mean 1000 the bf16 mean is off by up to 2 (51 ulp at narrow:4), and in fp16 a square of |x - mean| > 256 "
+            "overflows, the variance is inf and the row collapses to the bias (2266 ulp on outlier rows); float32 "
+            "agrees.", ("tinygrad.nn:LayerNorm",)),
 )

@@ -26,7 +26,9 @@ def test_run_smoke_writes_the_report(tmp_path):
     assert "own" in kinds and kinds <= {"own", "model", "framework", "mutant"}
     assert set(results["implementation"]) >= {"numpy", "torch", "jax"}
     ran = results[(results["outcome"] != "unsupported") & (results["kind"] != "mutant")]  # HF covers few pairs
-    assert set(ran["outcome"]) <= {"identical", "agree"}
+    known = ran["known_finding"].fillna("").astype(str) != ""  # e.g. onnxruntime's missing bf16 kernel
+    assert set(ran[~known]["outcome"]) <= {"identical", "agree"}
+    assert not set(ran[known]["implementation"]) & {"numpy", "torch", "jax"}
     assert set(results[results["kind"] == "own"]["outcome"]) <= {"identical", "agree"}
     agreement = pd.read_csv(tmp_path / "r" / "agreement.csv", index_col=0)
     assert (agreement.loc[["numpy", "torch", "jax"], ["numpy", "torch", "jax"]] == 1.0).all().all()
