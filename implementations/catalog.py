@@ -159,7 +159,7 @@ def _onnx_and_compile() -> list[Implementation]:
     torch.compile (inductor, CPU) of our own torch modules and of Qwen3RMSNorm: forward only, each
     declared for the contract it computes (runtime_onnx.py and runtime_compile.py say why)."""
     onnx_entry, compile_entry = "normdiff.implementations.runtime_onnx:", "normdiff.implementations.runtime_compile:"
-    # onnxruntime fuses RMSNormalization into its float32 kernel: plain gamma, one rounding
+    # onnxruntime's RMSNormalization kernel computes in float32 and rounds once: plain gamma, one rounding
     one_rounding = frozenset({("rms_norm", "olmo2"), ("rms_norm", "torch")})
     layer_norm, qwen3 = frozenset({("layer_norm", "torch")}), frozenset({("rms_norm", "qwen3")})
     # torch.compile: one case per call (each shape is a compilation), in a worker of its own
@@ -179,7 +179,8 @@ def _onnx_and_compile() -> list[Implementation]:
                        "HF Qwen3RMSNorm exported by torch.onnx.export (legacy exporter, opset 17), run on "
                        "onnxruntime's CPU provider; no bf16 (no bf16 Mul kernel)",
                        requires=("onnx", "torch", "transformers"), batch_rows=True,
-                       worker="torch", tier="full"),  # it exports with torch + transformers: the torch worker has them
+                       # it exports with torch + transformers, which the torch worker has imported
+                       worker="torch", tier="full"),
         CompiledImplementation("compile-torch-rmsnorm", "framework", "torch", compile_entry + "own_rms_norm", qwen3,
                                "own torch RMSNorm (Llama cast) under torch.compile (inductor, CPU, "
                                "dynamic=False)", **compiled),

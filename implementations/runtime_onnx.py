@@ -18,10 +18,11 @@ is kept as its error, so every case of that key says the same thing.
 bf16: onnxruntime 1.32's CPU provider has no bfloat16 Mul kernel. It has an RMSNormalization kernel
 for float32 and float16 only (bit for bit SimplifiedLayerNormalization's); for bf16 it falls back to
 the op's ONNX *function* body (Casts, Mul, ReduceMean, Add, Sqrt, ..., the scale's Mul), whose bf16
-Mul has no kernel, so the graph fails to load ("NOT_IMPLEMENTED : Could not find an implementation for Mul(14)"); the exported
-Qwen3RMSNorm (weight * y.to(bf16): a bf16 Mul, node '/Mul_1') fails the same way. Those cases are
-errors that say so (`UnsupportedDtype`), each case of the key the same one. LayerNormalization and
-SimplifiedLayerNormalization have bf16 kernels and run. Tensors cross through
+Mul has no kernel, so the graph fails to load ("NOT_IMPLEMENTED : Could not find an implementation
+for Mul(14)"); the exported Qwen3RMSNorm (weight * y.to(bf16): a bf16 Mul, node '/Mul_1') fails the
+same way. Those cases are errors that say so (`UnsupportedDtype`), each case of the key the same one
+(harness/data/findings.py lists them). LayerNormalization and SimplifiedLayerNormalization have
+bf16 kernels and run. Tensors cross through
 frameworks/onnxruntime.py's run_graph (bf16 as raw 16-bit words over io_binding).
 
 Which conventions, and why (measured against the oracle; tests/implementations/test_runtime_onnx.py

@@ -54,6 +54,11 @@ KNOWN: tuple[Finding, ...] = (
             "no bfloat16 Mul kernel (NOT_IMPLEMENTED: Mul(14)), so no bf16 graph of it runs; float32 and float16 "
             "agree. Reproduce: normdiff repro 'rms_norm@olmo2/bf16/8x128/normal/w=trained' -i onnx-RMSNormalization",
             ()),
+    Finding("onnx-export-hf-qwen3", "error", (("dtype", "bfloat16"),),
+            "HF Qwen3RMSNorm exported by torch.onnx.export multiplies weight * y.to(bfloat16) in bf16 (node /Mul_1); "
+            "onnxruntime 1.32's CPU provider has no bf16 Mul kernel, so the graph fails to load (NOT_IMPLEMENTED: "
+            "Mul(14)). Reproduce: normdiff repro 'rms_norm@qwen3/bf16/8x128/normal/w=trained' -i onnx-export-hf-qwen3",
+            ()),
     Finding("tinygrad-nn.LayerNorm", "disagree", (("op", "layer_norm"), ("pass", "forward"),
                                                   ("dtype", ("bfloat16", "float16"))),
             "tinygrad's Tensor.layernorm computes in the input dtype: the mean (summed in float32) is cast back to "
