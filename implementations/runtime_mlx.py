@@ -65,7 +65,7 @@ def _spans(op: str, contract: Contract, inputs: CaseInputs) -> tuple[np.ndarray,
     """x as MLX sees it: (rows, heads, head_dim) for a per-head norm, (rows, width) otherwise; and
     x's own shape to return to."""
     x = _operand(inputs, "x")
-    heads = inputs.num_heads if (op == "qk_norm" and contract.scope == "head") else 1
+    heads = inputs.num_heads if contract.scope == "head" else 1  # one span per row for the row ops
     return (x.reshape(x.shape[0], heads, -1) if heads > 1 else x), x.shape
 
 

@@ -54,7 +54,7 @@ def _operands(op: str, contract: Contract, inputs: CaseInputs, *names: str):
     x = np.asarray(inputs.arrays["x"])
     rows = x.shape[0]
     padded = np.pad(x, ((0, _padded_rows(rows) - rows), (0, 0)))
-    heads = inputs.num_heads if (op == "qk_norm" and contract.scope == "head") else 1
+    heads = inputs.num_heads if contract.scope == "head" else 1  # one span per row for the row ops
     if heads > 1:
         padded = padded.reshape(padded.shape[0], heads, -1)
     width = padded.shape[-1]
