@@ -39,8 +39,6 @@ within 5 ulp of the oracle); in bf16/fp16 outputs are bit-identical on >= 99.99%
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +46,7 @@ import numpy as np
 from jax import lax
 
 from normdiff.cases.model import CaseInputs
+from normdiff.files import cache_dir
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.rope import MAX_EXACT_POSITION, inverse_frequencies
 
@@ -61,15 +60,8 @@ def enable_compile_cache() -> str | None:
     The directory is $NORMDIFF_JAX_CACHE (empty: no cache) or ~/.cache/normdiff/jax. An unwritable
     directory leaves the cache off: compiling again is slower, never wrong.
     """
-    default = os.path.join(os.path.expanduser("~"), ".cache", "normdiff", "jax")
-    path = os.environ.get(CACHE_ENV, default)
-    if not path:
-        return None
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path):  # writable, not just present
-            pass
-    except OSError:
+    path = cache_dir(CACHE_ENV, "jax")
+    if path is None:
         return None
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)

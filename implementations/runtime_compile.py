@@ -41,12 +41,12 @@ What inductor computes (measured; tests/implementations/test_runtime_compile.py 
 from __future__ import annotations
 
 import os
-import tempfile
 
 import torch
 
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
+from normdiff.files import cache_dir
 from normdiff.implementations import torch_own
 from normdiff.implementations.catalog import compiler_missing
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch
@@ -61,14 +61,8 @@ def enable_compile_cache() -> str | None:
     writable: compiling again is slower, never wrong)."""
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") not in (None, "", _torch_default_cache()):
         return None  # set by the user (importing torch._dynamo sets it to its default itself)
-    path = os.environ.get(CACHE_ENV, os.path.join(os.path.expanduser("~"), ".cache", "normdiff", "inductor"))
-    if not path:
-        return None
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path):  # writable, not just present
-            pass
-    except OSError:
+    path = cache_dir(CACHE_ENV, "inductor")
+    if path is None:
         return None
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
     # inductor keeps its precompiled C++ headers (~5-10 s to build, once per directory) under the

@@ -66,3 +66,19 @@ def umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def cache_dir(env: str, name: str) -> str | None:
+    """A compilation cache's directory: $`env` (empty: no cache) or ~/.cache/normdiff/`name`,
+    created; None when it cannot be written (compiling again is slower, never wrong)."""
+    path = os.environ.get(env, os.path.join(os.path.expanduser("~"), ".cache", "normdiff", name))
+    if not path:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):  # writable, not just present
+            pass
+    except OSError:
+        return None
+    return path
+
