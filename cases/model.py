@@ -10,7 +10,8 @@ and `Case.from_id` rebuilds it, so every report row can be replayed from its id 
 shape is written in the op record's dims (rows x width, or rows x heads x head_dim), then x's input
 regime, then `key=regime` for each operand the op draws from a named regime (the record's id_key:
 w for the weight, z for the gate), then `eps=VALUE` when the case runs at another eps than its
-convention's config eps, then for a backward case `dy=REGIME` (its upstream gradient's regime,
+convention's config eps, then `layout=NAME` when its arrays are not contiguous in memory
+(cases/layouts.py: the same values, so the same seed), then for a backward case `dy=REGIME` (its upstream gradient's regime,
 cases/regimes.py GRADIENT_REGIMES) and `out=OUTPUT` (which gradient the row judges: dx, dw, dgate;
 the op record's `gradients`), then `#sample` when it is not 0. eps is no part of the seed: the same
 inputs run at every eps. A forward case judges y and names neither.
@@ -31,12 +32,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 
-from normdiff.cases import regimes
+from normdiff.cases import layouts, regimes
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
@@ -64,6 +65,8 @@ class CaseInputs:
 
     arrays: dict[str, np.ndarray]
     num_heads: int
+    # how the worker lays the arrays out in memory before the implementation gets them (cases/layouts.py)
+    layout: str = layouts.DEFAULT
 
     def as_float64(self) -> dict[str, np.ndarray]:
         """The float arrays as float64; integer arrays (positions) are left as they are."""
@@ -88,6 +91,11 @@ class Case:
     sample: int = 0
     dy: str = ""  # a backward case's upstream-gradient regime; "" for a forward case
     output: str = "y"  # what this case judges: a forward result (y, residual_out) or one of the op's gradients
+    layout: str = layouts.DEFAULT  # how its arrays lie in memory (cases/layouts.py); not part of the seed
+    # whether a run also calls some of its rows alone and compares them bit for bit with the same
+    # rows in the call (batch invariance: harness/engine/runner.py); a check, not an input, so no
+    # part of the id or of equality
+    batch_check: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         record = get_op(self.op)
@@ -101,6 +109,8 @@ class Case:
                              f"heads={self.num_heads}")
         check_size(self.rows, self.width)
         _check_pass(record, self.dy, self.output)
+        layouts.check_case_layout(self.layout, {o.name: self.choice(o.name) or o.default
+                                                for o in record.operands if o.per == CASE})
         if self.num_heads != 1 and "num_heads" not in record.dims:
             raise UsageError(f"{self.op} has no heads; got num_heads={self.num_heads}")
         if self.width % self.num_heads:
@@ -110,14 +120,16 @@ class Case:
 
     @classmethod
     def of(cls, op: str, convention: str, dtype: str, shape: str, regime: str = "normal", sample: int = 0,
-           eps: float | None = None, dy: str = "", output: str = "", **choices) -> "Case":
+           eps: float | None = None, dy: str = "", output: str = "", layout: str = layouts.DEFAULT,
+           **choices) -> "Case":
         """A case from its shape text as ids and suites write it ('8x1024', '4x8x64'), its eps (None:
         the convention's) and its operands' regimes by operand name (weight="trained", gate="closed").
-        A backward case names its upstream gradient's regime `dy` and its `output` (default dx)."""
+        A backward case names its upstream gradient's regime `dy` and its `output` (default dx);
+        `layout` how its arrays lie in memory (default contiguous)."""
         rows, width, heads = parse_shape(get_op(op), shape)
         output = output or ("dx" if dy else "y")
         return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), eps, sample,
-                   dy, output)
+                   dy, output, layout)
 
     # ---- the pass --------------------------------------------------------------------------------
 
@@ -190,6 +202,8 @@ class Case:
         parts += [f"{o.id_key}={self.choice(o.name)}" for o in record.chosen]
         if self.eps is not None:
             parts.append(f"eps={self.eps:g}")
+        if self.layout != layouts.DEFAULT:
+            parts.append(f"layout={self.layout}")
         if self.dy:
             parts += [f"dy={self.dy}"] + ([f"out={self.output}"] if with_output else [])
         elif with_output and self.output != "y":  # a fused add's second result; y keeps its id
@@ -219,7 +233,7 @@ class Case:
         g = match.groupdict()
         record = get_op(g["op"])
         keys = {o.id_key: o.name for o in record.chosen}
-        choices, eps, grad = {}, None, {}
+        choices, eps, grad, layout = {}, None, {}, layouts.DEFAULT
         for part in (g["extras"] or "").split("/"):
             if part:
                 key, _, value = part.partition("=")
@@ -227,17 +241,19 @@ class Case:
                     eps = _parse_eps(value, case_id)
                 elif key in ("dy", "out"):
                     grad[key] = value
+                elif key == "layout":
+                    layout = value
                 elif key in keys:
                     choices[keys[key]] = value
                 else:
                     raise UsageError(f"case id {case_id!r}: {g['op']} takes no '{key}='; its parts are "
-                                     f"{', '.join(k + '=' for k in [*keys, 'eps', 'dy', 'out'])}")
+                                     f"{', '.join(k + '=' for k in [*keys, 'eps', 'layout', 'dy', 'out'])}")
         if "out" in grad and "dy" not in grad and grad["out"] not in record.results:
             raise UsageError(f"case id {case_id!r}: out={grad['out']} names a gradient, which needs dy=REGIME before it"
                              + (f" ({g['op']}'s forward results: {', '.join(record.results)})"
                                 if len(record.results) > 1 else ""))
         return cls.of(g["op"], g["conv"], g["dtype"], g["shape"], g["regime"], int(g["sample"] or 0), eps,
-                      grad.get("dy", ""), grad.get("out", ""), **choices)
+                      grad.get("dy", ""), grad.get("out", ""), layout, **choices)
 
     # ---- inputs ------------------------------------------------------------------------------
 
@@ -293,7 +309,7 @@ class Case:
                 arrays[operand.name] = self._draw(operand).astype(dtype)
             else:  # integers: never cast to the float dtype
                 arrays[operand.name] = self._draw(operand).astype(operand.dtype)
-        return CaseInputs(arrays, self.num_heads)
+        return CaseInputs(arrays, self.num_heads, self.layout)
 
 
 def parse_shape(record: Op, shape) -> tuple[int, int, int]:

@@ -14,6 +14,8 @@ A group is a cartesian product:
     samples = 1                         # independent draws of each combination
     dy = ["normal", "aligned"]          # upstream-gradient regimes: each case also runs backward
     passes = ["backward"]               # which passes (default: forward, and backward when dy is given)
+    layouts = ["contiguous", "transposed"]  # memory layouts (cases/layouts.py; default contiguous)
+    batch_invariance = true             # also call rows alone: bit-identical to the same rows in the call?
 
 A backward case judges each of its op's gradients (dx, dw, dgate) as a case of its own.
 The operand keys (weights, gates, ...) come from the op records (harness/data/ops.py: an operand's
@@ -38,7 +40,7 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from normdiff.cases import regimes
+from normdiff.cases import layouts, regimes
 from normdiff.cases.model import Case, check_size
 from normdiff.harness.data.budgets import CHAINS
 from normdiff.harness.data.conventions import CONVENTIONS
@@ -73,6 +75,8 @@ SCHEMA: dict[str, tuple] = {
     "samples": ("samples", "sample count", None, False),
     "dy": ("names", "gradient regime", regimes.GRADIENT_REGIMES, False),
     "passes": ("names", "pass", dict.fromkeys(PASSES), False),
+    "layouts": ("names", "layout", layouts.LAYOUTS, False),
+    "batch_invariance": ("flag", "true or false", None, False),
 }
 ELEMENTS = {"names": "strings", "regimes": "strings", "shapes": "strings",
             "eps": 'positive numbers or "config"'}
@@ -151,9 +155,19 @@ def load(name_or_path: str) -> Suite:
     _check_size(path.name, checked)
     cases: dict[str, Case] = {}
     for label, group in checked:
-        for case in _expand(group, f"{path.name} {label}"):
-            cases.setdefault(case.id, case)  # overlapping groups: a case runs once
+        _merge(cases, _expand(group, f"{path.name} {label}"))
     return Suite(path.stem, data.get("description", ""), tuple(cases.values()), path)
+
+
+def _merge(cases: dict, new) -> dict:
+    """Add the `new` cases to `cases` (id -> case) once each: overlapping groups run a case once, in
+    its first place, with the batch-invariance check if any of its groups asks for it."""
+    for case in new:
+        if case.id not in cases:
+            cases[case.id] = case
+        elif case.batch_check and not cases[case.id].batch_check:
+            cases[case.id] = replace(cases[case.id], batch_check=True)
+    return cases
 
 
 def expand(group: dict, where: str = "a Python group") -> list[Case]:
@@ -162,7 +176,7 @@ def expand(group: dict, where: str = "a Python group") -> list[Case]:
     case once (an op ignores the keys of operands it does not take, which would repeat it)."""
     group = _check_group(group, where)
     _check_size(where, [("", group)])
-    return list({case.id: case for case in _expand(group, where)}.values())
+    return list(_merge({}, _expand(group, where)).values())
 
 
 # ---- the schema ---------------------------------------------------------------------------------
@@ -188,6 +202,8 @@ def _check_group(group, where: str) -> dict:
                                      f"{key} = {_example(key)}")
             elif kind == "samples":
                 _check_samples(group[key])
+            elif kind == "flag":
+                _check_flag(key, group[key])
             else:
                 _check_list(key, group[key], required)
                 for item in group[key]:
@@ -271,6 +287,11 @@ def _check_samples(value) -> None:
                          f"each combination), e.g. samples = {_example('samples')}; got {_describe(value)}")
 
 
+def _check_flag(key: str, value) -> None:
+    if not isinstance(value, bool):
+        raise UsageError(f"'{key}' must be true or false (no quotes), e.g. {key} = true; got {_describe(value)}")
+
+
 def _renamed(group: dict, where: str) -> dict:
     group = dict(group)
     for old, new in RENAMED_KEYS.items():
@@ -345,7 +366,7 @@ def _grid_sizes(group: dict):
     an op's count leaves out the keys of operands it does not take, as its expansion does."""
     forward, dys = _passes(group)
     for op in group["ops"]:
-        keys = ["conventions", "dtypes", "regimes", "eps", *(o.suite_key for o in OPS[op].chosen)]
+        keys = ["conventions", "dtypes", "regimes", "eps", "layouts", *(o.suite_key for o in OPS[op].chosen)]
         calls = math.prod(len(group.get(k, [None])) for k in keys) * group.get("samples", 1)
         cases = calls * (forward + len(dys) * len(OPS[op].gradients))
         for shape in group["shapes"]:
@@ -370,11 +391,14 @@ def _expand(group: dict, where: str):
     defaults = {o.suite_key: o.default for op in OPS.values() for o in op.chosen}
     operand_lists = [group.get(key, [defaults[key]]) for key in OPERAND_KEYS]
     forward, dys = _passes(group)
-    for op, conv, dtype, shape, regime, *picked, eps, sample in itertools.product(
+    for op, conv, dtype, shape, regime, *picked, eps, layout, sample in itertools.product(
             group["ops"], group["conventions"], group["dtypes"], group["shapes"], group["regimes"],
-            *operand_lists, group.get("eps", ["config"]), range(group.get("samples", 1))):
+            *operand_lists, group.get("eps", ["config"]), group.get("layouts", [layouts.DEFAULT]),
+            range(group.get("samples", 1))):
         try:
-            case = _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), eps, sample)
+            case = _make_case(op, conv, dtype, shape, regime, dict(zip(OPERAND_KEYS, picked)), eps, sample,
+                              layout)
+            case = replace(case, batch_check=group.get("batch_invariance", False))
         except UsageError as exc:
             raise SuiteError(f"{where}: {exc}") from None
         if forward:
@@ -390,11 +414,11 @@ def _passes(group: dict) -> tuple[bool, list[str]]:
     return "forward" in passes, dys
 
 
-def _make_case(op, conv, dtype, shape, regime, by_key: dict, eps, sample) -> Case:
+def _make_case(op, conv, dtype, shape, regime, by_key: dict, eps, sample, layout) -> Case:
     """The case; each operand the op chooses takes its regime from the group's key for it."""
     record = OPS[op]
     choices = {o.name: by_key[o.suite_key] for o in record.chosen}
-    return Case.of(op, conv, dtype, shape, regime, sample, eps, **choices)
+    return Case.of(op, conv, dtype, shape, regime, sample, eps, layout=layout, **choices)
 
 
 # ---- selecting a pass ---------------------------------------------------------------------------

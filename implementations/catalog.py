@@ -76,7 +76,10 @@ def builtin() -> list[Implementation]:
         Implementation("numpy", "own", "numpy", "normdiff.implementations.numpy_own:run", every_pair,
                        "own NumPy: float32 statistics, the convention's cast points, bf16 via ml_dtypes; "
                        "backward written as training kernels write it",
-                       batch_rows=True, backward="normdiff.implementations.numpy_backward:run_backward"),
+                       # NumPy reduces each contiguous row pairwise, an order set by the row's length
+                       # alone: a row's bits cannot depend on the rows beside it
+                       batch_rows=True, batch_invariant=True,
+                       backward="normdiff.implementations.numpy_backward:run_backward"),
         Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", every_pair,
                        "own PyTorch modules in the style of the seed's qwen/norm.py (backward: autograd)",
                        batch_rows=True, backward="normdiff.implementations.torch_own:backward"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
+from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.implementations.frameworks import FRAMEWORKS
 
@@ -57,6 +58,15 @@ class Implementation:
     # "default": in every run; "full": only in `normdiff run --full` (or named with -i), for the
     # runtimes whose import or compilation would more than double the default run (README, "Speed")
     tier: str = "default"
+    # It claims batch invariance: a row's output is bit-identical whether the row is called alone or
+    # among others (Megatron-LM's and vLLM's batch-invariant norms). Where a case checks it
+    # (batch_invariance in a suite group), a claimer whose rows differ disagrees; for the others the
+    # results' batch_invariant column only reports it.
+    batch_invariant: bool = False
+    # What a Dask worker must offer to run it under `normdiff run --dask` (pairs such as ("GPU", 1)):
+    # its shard goes only to workers started with `dask worker ... --resources "GPU=1"`
+    # (harness/engine/campaign.py). A run without --dask ignores it.
+    resources: tuple = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -69,6 +79,7 @@ class Implementation:
         own = f"user {self.name}" if self.kind == "user" else FRAMEWORKS[self.framework].worker
         object.__setattr__(self, "worker", self.worker or own)
         object.__setattr__(self, "replay", tuple(self.replay) or ("--implementation", self.name))
+        object.__setattr__(self, "resources", _resource_pairs(self.name, self.resources))
 
     @property
     def passes(self) -> tuple[str, ...]:
@@ -81,6 +92,22 @@ class Implementation:
     def supports(self, op: str, convention: str, pass_: str = "forward") -> bool:
         return (op, convention) in self.op_conventions and pass_ in self.passes
 
+    def layout_problem(self, layout: str) -> str | None:
+        """Why a case in memory layout `layout` cannot reach this implementation as laid out (its
+        framework's arrays have no strides: it would get a contiguous copy), or None."""
+        if layout == CONTIGUOUS:
+            return None
+        if self.kind == "mutant":  # its layout twins would only repeat its contiguous cases, a call each
+            return f"{self.name} is a mutant: a contract bug, run in contiguous memory only"
+        if FRAMEWORKS[self.framework].strides:
+            return None
+        return (f"{self.framework} arrays have no strides, so a {layout} layout would reach {self.name} as a "
+                "contiguous copy (cases/layouts.py)")
+
+    def runs(self, case) -> bool:
+        """Whether it runs `case`: its op@convention and pass, in its memory layout."""
+        return self.supports(case.op, case.convention, case.pass_) and self.layout_problem(case.layout) is None
+
     def unavailable_reason(self) -> str | None:
         """Why this implementation cannot run here, or None. Looks modules up without importing."""
         framework = FRAMEWORKS[self.framework]
@@ -89,3 +116,17 @@ class Implementation:
                 return (f"{module} is not installed; install it with "
                         f"`pip install 'normdiff[{framework.extra_for(module)}]'`")
         return framework.missing()
+
+
+def _resource_pairs(name: str, resources) -> tuple:
+    """(resource, amount) pairs from pairs or a dict, sorted so that equal needs compare equal."""
+    try:
+        given = dict(resources)
+    except (TypeError, ValueError):
+        given = {None: resources}  # refused below
+    for resource, amount in given.items():
+        if not isinstance(resource, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) \
+                or not amount > 0:
+            raise UsageError(f"implementation {name!r}: resources must be (name, amount > 0) pairs such as "
+                             f"(('GPU', 1),); got {resources!r}")
+    return tuple(sorted(given.items()))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normdiff.cases import suites
+from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
 from normdiff.harness import api
 from normdiff.harness.commands import backward_diagnosis, diagnosis
@@ -51,6 +52,8 @@ class CheckResult:
     rows: list = field(default_factory=list)  # one per case: its outcome, error, budget and repro command
     output_dtype: str = ""  # when it is not the input's
     message: str = ""
+    # the suite's cases in a memory layout its framework cannot give it (no strides), left out
+    layouts_skipped: str = ""
     report: object = None  # the full Report, for the curious
 
     @property
@@ -63,7 +66,7 @@ class CheckResult:
                 "diagnosis": [m.as_dict() for m in self.diagnosis.matches],
                 "fits": [f.as_dict() for f in self.diagnosis.fits], "worst_case": self.worst_case,
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
-                "message": self.message, "rows": self.rows}
+                "message": self.message, "layouts_skipped": self.layouts_skipped, "rows": self.rows}
 
 
 def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
@@ -92,9 +95,18 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
 
 
-def _diagnose(outputs: dict, op: str, convention: str) -> diagnosis.Diagnosis:
-    """Forward cases against the knob search, backward ones (ids naming dy=) against the catalogued
-    backward bugs; the matches of both together, the best share first."""
+def _diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis.Diagnosis:
+    """Cases that are wrong only in a non-contiguous layout (their contiguous twin among `agreeing`)
+    first: no contract explains them. Then forward cases against the knob search, backward ones
+    (ids naming dy=) against the catalogued backward bugs; the matches together, the best share first."""
+    layout = diagnosis.layout_match(list(outputs), agreeing)
+    if layout is not None:
+        others = {cid: out for cid, out in outputs.items() if Case.from_id(cid).layout == CONTIGUOUS}
+        found = _diagnose(others, op, convention) if others else diagnosis.Diagnosis()
+        layout.of = len(outputs)
+        found.matches = sorted([layout] + found.matches, key=lambda m: -m.share)[:5]
+        found.examined = max(found.examined, min(len(outputs), diagnosis.MAX_CASES))
+        return found
     backward = {cid: out for cid, out in outputs.items() if Case.from_id(cid).pass_ == "backward"}
     forward = {cid: out for cid, out in outputs.items() if cid not in backward}
     found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
@@ -104,6 +116,18 @@ def _diagnose(outputs: dict, op: str, convention: str) -> diagnosis.Diagnosis:
         found.matches = sorted(matches + found.matches, key=lambda m: -m.share)[:5]
         found.examined = max(found.examined, min(len(backward), diagnosis.MAX_CASES))
     return found
+
+
+def _laid_out_for(impl: Implementation, cases: suites.Suite) -> tuple[suites.Suite, str]:
+    """The cases without those in a memory layout the implementation's framework cannot give it
+    (cases/layouts.py), and what was left out and why ("" when nothing was)."""
+    skipped = [c for c in cases.cases if impl.layout_problem(c.layout)]
+    if not skipped or len(skipped) == len(cases.cases):
+        return cases, ""
+    kept = tuple(c for c in cases.cases if not impl.layout_problem(c.layout))
+    layouts = ", ".join(sorted({c.layout for c in skipped}))
+    why = f"{len(skipped)} case(s) in non-contiguous layouts ({layouts}) not run: {impl.framework} arrays have no strides"
+    return suites.Suite(cases.name, cases.description, kept, cases.path), why
 
 
 def _passes(impl: Implementation, asked: str) -> str:
@@ -137,6 +161,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
     ((op, convention),) = impl.op_conventions
     cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
+    cases, skipped = _laid_out_for(impl, cases)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     rows = report.results
     outcome = rows["outcome"].astype(str)
@@ -147,6 +172,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
               "error": int(failed.sum()), "known_finding": int(known.sum())}
     result = CheckResult("agrees", op, convention, impl.name, impl.framework, counts, report=report)
     result.output_dtype = _output_dtype(rows)
+    result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
     if counts["error"] == counts["total"]:  # nothing ran: the target cannot be loaded or called
         result.verdict, result.message = "error", _first_detail(rows)
@@ -156,7 +182,8 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         result.verdict = "disagrees"
         bad = rows[disagreeing]
         outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
-        result.diagnosis = _diagnose(outputs, op, convention)
+        agreeing = rows.loc[outcome.isin(PASSING), "case_id"]
+        result.diagnosis = _diagnose(outputs, op, convention, agreeing)
         result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
     elif counts["error"]:
         result.verdict = "partial"
@@ -267,6 +294,8 @@ def describe(result: CheckResult, target: str) -> str:
                      f"e.g. {one(group['example'])}): {group['reason']}")
     if result.output_dtype:
         lines.append(f"  output dtype: {one(result.output_dtype)}")
+    if result.layouts_skipped:
+        lines.append(f"  layouts: {result.layouts_skipped}")
     if result.margin:
         m = result.margin
         lines.append(f"  margin: worst {number(m['worst_ulp'])} ulp against a budget of {number(m['budget_ulp'])} "

@@ -23,10 +23,11 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
 from normdiff.harness.commands import fitting
 from normdiff.harness.data.budgets import budget_for, rounding_rule
@@ -267,6 +268,27 @@ def _pairs(seeds: list[Match], singles: list[Match], examined: _Examined, base: 
                              f"than {a.name} alone")
                 out.append(m)
     return out
+
+
+LAYOUT_DEPENDENT = "layout-dependent"
+
+
+def layout_match(disagreeing: list[str], agreeing) -> Match | None:
+    """The fault no contract knob names: the output changes with how the same values lie in memory.
+    A Match for the disagreeing cases in a non-contiguous layout whose contiguous twin (the same
+    call, the same values: cases/layouts.py) agrees; None when there is none."""
+    agreeing = set(agreeing)
+    cases = [Case.from_id(cid) for cid in disagreeing]
+    twinned = [c for c in cases if c.layout != CONTIGUOUS and replace(c, layout=CONTIGUOUS).id in agreeing]
+    if not twinned:
+        return None
+    shown = sorted({c.layout for c in twinned})
+    return Match(LAYOUT_DEPENDENT, {"layout": shown}, len(twinned), len(cases), 0.0,
+                 f"yours: wrong when its arrays are {', '.join(shown)} in memory, right on the same values "
+                 "contiguous; the convention: the same output whatever the strides (read through the strides, "
+                 "or make the input contiguous first)",
+                 "reads memory as if it were contiguous (as a kernel handed a raw pointer does), or mishandles "
+                 "a stride-0 weight", frozenset(range(len(twinned))))
 
 
 def _rank(m: Match):

@@ -51,6 +51,9 @@ class Measurement:
     output_dtype: str = ""
     output_digest: str = ""
     detail: str = ""
+    # rows of the call run alone, compared bit for bit with the same rows in the call: "yes", "no"
+    # ("" when the case asks for no such check; runner.py, batch invariance)
+    batch_invariant: str = ""
 
     def as_row(self) -> dict:
         return dict(vars(self))  # every field is a scalar: no need for asdict's deep copy

@@ -30,6 +30,7 @@ from normdiff.harness.data.budgets import (budget_for, gradient_budget, gradient
                                               systematic_part)
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import ROW
+from normdiff.harness.data.outcomes import PASSING
 from normdiff.harness.engine import judge
 from normdiff.harness.engine import oracle
 from normdiff.harness.engine.pool import Worker
@@ -128,7 +129,7 @@ def prepare_all(cases: list[Case]) -> list[Prepared]:
 
 
 def plan(prepared: list[Prepared], impl: Implementation) -> list[Task]:
-    supported = [p for p in prepared if impl.supports(p.case.op, p.case.convention, p.case.pass_)]
+    supported = [p for p in prepared if impl.runs(p.case)]
     if not impl.batch_rows:
         return [Task(impl, [p]) for p in supported]
     groups: dict[tuple, list[Prepared]] = defaultdict(list)
@@ -158,7 +159,7 @@ def batch_key(p: Prepared) -> tuple:
     per_case = tuple((o.name, p.inputs.arrays[o.name].dtype.str, p.inputs.arrays[o.name].shape,
                       p.inputs.arrays[o.name].tobytes())
                      for o in c.record.operands if o.per != ROW)
-    return (c.op, c.convention, c.contract, c.dtype, c.num_heads, c.width, per_case)
+    return (c.op, c.convention, c.contract, c.dtype, c.num_heads, c.width, c.layout, per_case)
 
 
 def _batched_inputs(task: Task) -> CaseInputs:
@@ -168,7 +169,7 @@ def _batched_inputs(task: Task) -> CaseInputs:
     rows = {o.name for o in task.cases[0].case.record.operands if o.per == ROW}
     arrays = {k: (np.concatenate([p.inputs.arrays[k] for p in task.cases]) if k in rows else v)
               for k, v in first.arrays.items()}
-    return CaseInputs(arrays, first.num_heads)
+    return CaseInputs(arrays, first.num_heads, first.layout)
 
 
 def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
@@ -195,6 +196,56 @@ def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
             outcomes.append(Outcome(c, task.impl, m, keep, share, e.ref.floor))
         start += p.case.rows
     return outcomes
+
+
+def alone_rows(rows: int) -> list[int]:
+    """The rows of a call that the batch-invariance check runs alone: the first, the middle and the
+    last (a kernel that changes path with the row count, or splits a lone row's reduction over
+    threads, differs on any of them)."""
+    return sorted({0, rows // 2, rows - 1})
+
+
+def _mark_batch_invariance(outcomes: list[Outcome], task: Task, values, worker: Worker) -> None:
+    """Call the checked cases' rows alone and compare them bit for bit with the same rows of the
+    call's outputs (every result of the op); each checked case's outcomes get "yes" or "no", and a
+    claimer's "no" disagrees. A lone call that fails is a "no" that says so."""
+    values = values if isinstance(values, dict) else {"y": values}
+    batched, start, verdicts = _batched_inputs(task), 0, {}
+    row_names = {o.name for o in task.cases[0].case.record.operands if o.per == ROW}
+    for p in task.cases:
+        if p.case.batch_check:
+            verdicts[p.case.call_id] = _rows_alone(task, batched, row_names, values, start, p.case.rows, worker)
+        start += p.case.rows
+    for o in outcomes:
+        verdict = verdicts.get(o.case.call_id)
+        if verdict is None or o.measurement.outcome == "error":
+            continue
+        o.measurement.batch_invariant = "no" if verdict else "yes"
+        if verdict and task.impl.batch_invariant and o.measurement.outcome in PASSING:
+            o.measurement.outcome = "disagree"
+            o.measurement.detail = f"claims batch invariance, but {verdict}"
+
+
+def _rows_alone(task: Task, batched: CaseInputs, row_names: set, values: dict, start: int, rows: int,
+                worker: Worker) -> str:
+    """"" when each checked row alone is bit-identical to the same row in the call; else what differs."""
+    c = task.cases[0].case
+    for r in alone_rows(rows):
+        at = start + r
+        arrays = {k: (v[at:at + 1] if k in row_names else v) for k, v in batched.arrays.items()}
+        reply = worker.call(("call", task.impl, c.op, c.contract, CaseInputs(arrays, batched.num_heads, batched.layout)))
+        if reply[0] != "ok":
+            return f"row {r} alone could not run ({reply[0]}: {str(reply[1])[:200]})"
+        alone = reply[1] if isinstance(reply[1], dict) else {"y": reply[1]}
+        for name, value in values.items():
+            if not _same_bits(alone[name], value[at:at + 1]):
+                return f"row {r} alone differs from row {r} in its call ({name})"
+    return ""
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.dtype == b.dtype and a.size == b.size and a.tobytes() == b.tobytes()
 
 
 def _judge_gradients(task: Task, grads: dict, seconds: float) -> list[Outcome]:
@@ -249,7 +300,12 @@ def _run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling
     if reply[0] == "timeout":
         hung[name] = c.id
     try:
-        return _judge_task(task, reply)
+        outcomes = _judge_task(task, reply)
+        # a mutant's rows are the contract's: whether they vary with the batch says nothing of it
+        checked = task.impl.kind != "mutant" and any(p.case.batch_check for p in task.cases)
+        if reply[0] == "ok" and first.dy is None and checked:
+            _mark_batch_invariance(outcomes, task, reply[1], worker)
+        return outcomes
     except Exception as exc:  # a bug of ours in judging must cost these outcomes, not the run
         note = f"normdiff could not judge this output: {type(exc).__name__}: {exc}"
         return [Outcome(e.case, task.impl, judge.failure("error", note)) for p in task.cases for e in p.expected.values()]
@@ -271,7 +327,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         reason = impl.unavailable_reason()
         if reason:
             data.outcomes += [Outcome(c, impl, judge.failure("unavailable", reason)) for c in suite.cases
-                              if impl.supports(c.op, c.convention, c.pass_)]
+                              if impl.runs(c)]
         else:
             runnable[impl.worker].append(impl)
     _unsupported(data, suite, impls)
@@ -363,11 +419,13 @@ def _unsupported(data: RunData, suite: Suite, impls: list[Implementation]) -> No
     for impl in impls:
         data.outcomes += [
             Outcome(c, impl, judge.failure("unsupported", _unsupported_note(impl, c)))
-            for c in suite.cases if not impl.supports(c.op, c.convention, c.pass_)
+            for c in suite.cases if not impl.runs(c)
         ]
 
 
 def _unsupported_note(impl: Implementation, c: Case) -> str:
+    if impl.supports(c.op, c.convention, c.pass_):
+        return impl.layout_problem(c.layout)
     if impl.supports(c.op, c.convention, "backward" if c.pass_ == "forward" else "forward"):
         return f"{impl.name} has no {c.pass_} pass"
     return f"{impl.name} does not implement {c.op}@{c.convention}"

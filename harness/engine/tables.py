@@ -52,7 +52,7 @@ def case_columns(c) -> dict:
     return {"case_id": c.id, "pass": c.pass_, "output": c.output, "op": c.op, "convention": c.convention,
             "dtype": c.dtype, "shape": c.shape_text, "regime": c.regime,
             **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "eps": c.contract.eps, "dy": c.dy,
-            "seed": c.seed}
+            "layout": c.layout, "seed": c.seed}
 
 
 def results_frame(outcomes) -> pd.DataFrame:

@@ -28,10 +28,13 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from dataclasses import replace
+
 import numpy as np
 
 from normdiff import processes
-from normdiff.harness.data.ops import OPS
+from normdiff.cases import layouts
+from normdiff.harness.data.ops import CASE, OPS
 from normdiff.implementations.frameworks import FRAMEWORKS, to_numpy
 from normdiff.implementations.loading import load_entry
 
@@ -77,6 +80,7 @@ def handle(message: tuple) -> tuple:
     if kind == "load":
         return ("ok", None, time.perf_counter() - start)
     _, _, op, contract, inputs, *upstream = message
+    inputs, upstream = _laid_out(op, inputs, upstream)
     args = (op, contract, inputs, *upstream)
     given = _upstream_arrays(upstream[0]) if upstream else {}  # dy (and a fused add's dresidual_out)
     before = {name: array.copy() for name, array in {**inputs.arrays, **given}.items()}
@@ -120,6 +124,21 @@ def handle(message: tuple) -> tuple:
             return ("error", f"wrong-shaped {what} {out.shape}; expected {x.shape} (the shape of x)")
         outs[name] = out
     return ("ok", outs if len(results) > 1 else outs["y"], seconds)
+
+
+def _laid_out(op: str, inputs, upstream: list):
+    """The inputs (and a backward call's upstream gradients) in the case's memory layout, made here
+    because pickling made them contiguous (cases/layouts.py)."""
+    if inputs.layout == layouts.DEFAULT:
+        return inputs, upstream
+    per_case = {o.name for o in OPS[op].operands if o.per == CASE} if op in OPS else set()
+    inputs = replace(inputs, arrays=layouts.lay_out_arrays(inputs.arrays, inputs.layout, per_case))
+    if upstream:
+        dy = upstream[0]
+        grads = dy if isinstance(dy, dict) else {"y": dy}
+        grads = layouts.lay_out_arrays(grads, inputs.layout, set())
+        upstream = [grads if isinstance(dy, dict) else grads["y"], *upstream[1:]]
+    return inputs, upstream
 
 
 def _upstream_arrays(upstream) -> dict:

@@ -4,4 +4,4 @@ from __future__ import annotations
 from normdiff.implementations.frameworks.record import Framework
 
 FRAMEWORK = Framework("numpy", modules=("numpy",), extra="", distributions=("numpy", "ml_dtypes"),
-                      user_code=True)
+                      user_code=True, strides=True)

@@ -43,6 +43,8 @@ class Framework:
     array_types  prefixes of `type(value).__module__` that identify its arrays
     to_numpy    its array -> a NumPy array with the same dtype and bits (bf16 through ml_dtypes)
     from_numpy  a NumPy array (bf16 as ml_dtypes) -> its array with exactly those bits
+    strides     whether its arrays have strides and from_numpy keeps NumPy's: only then does a case
+                in a non-contiguous layout (cases/layouts.py) reach its code as laid out
     setup       () -> None: what must hold before its first import (an environment variable)
     missing     () -> a reason it cannot run here beyond a missing module (a compiler), or None
     A user's module class (`check CLASS`):
@@ -75,6 +77,7 @@ class Framework:
     array_types: tuple[str, ...] = ()
     to_numpy: Callable = np.asarray
     from_numpy: Callable = _same
+    strides: bool = False
     setup: Callable = _nothing
     missing: Callable = _nothing
     module_types: tuple[str, ...] = ()

@@ -20,11 +20,13 @@ def to_numpy(value) -> np.ndarray:
 
 
 def from_numpy(array: np.ndarray):
-    """A tensor with exactly the array's bits."""
+    """A tensor with exactly the array's bits, and its strides (a transposed or strided view stays
+    one: cases/layouts.py); only negative strides, which torch has not, are copied away."""
     import ml_dtypes
     import torch
 
-    array = np.ascontiguousarray(array)
+    if any(s < 0 for s in array.strides):
+        array = np.ascontiguousarray(array)
     if array.dtype == ml_dtypes.bfloat16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)
@@ -142,6 +144,6 @@ def differentiate(forward, arrays: dict, dy: np.ndarray, params: dict) -> dict:
 
 FRAMEWORK = Framework("torch", modules=("torch",), extra="torch", distributions=("torch",),
                       libraries={"transformers": "hf"}, user_code=True, detect=("torch",),
-                      array_types=("torch",), to_numpy=to_numpy, from_numpy=from_numpy,
+                      array_types=("torch",), to_numpy=to_numpy, from_numpy=from_numpy, strides=True,
                       module_types=("torch.nn",), prepare_module=prepare_module, weights=weights,
                       set_weight=set_weight, differentiate=differentiate)

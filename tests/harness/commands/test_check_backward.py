@@ -71,11 +71,15 @@ def test_a_command_backward_with_the_weight_missing_is_diagnosed_by_name(check_j
     assert all("--command" in row["repro"] and "/out=" in row["repro"] for row in result["rows"])
 
 
-def test_a_command_is_checked_on_the_forward_unless_pass_is_given(check_json):
-    code, result = check_json("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
-                         "--dtype", "bf16")
+def test_a_command_is_checked_on_the_forward_unless_pass_is_given(check_json, tmp_path):
+    # a small suite: every call starts the program afresh
+    suite = tmp_path / "small.toml"
+    suite.write_text('[[group]]\nops = ["rms_norm"]\nconventions = ["qwen3"]\ndtypes = ["bfloat16"]\n'
+                     'shapes = ["8x128"]\nregimes = ["normal", "tiny_rms:1e-3"]\nweights = ["trained"]\n'
+                     'dy = ["aligned"]\n')
+    narrow = ("--op", "rms_norm", "--convention", "qwen3", "--suite", str(suite))
+    code, result = check_json("--command", f"{COMMAND} correct", *narrow)
     assert code == 0 and result["rows"] and not any("/dy=" in row["case_id"] for row in result["rows"])
-    code, result = check_json("--command", f"{COMMAND} correct", "--op", "rms_norm", "--convention", "qwen3",
-                         "--dtype", "bf16", "--pass", "both")
+    code, result = check_json("--command", f"{COMMAND} correct", *narrow, "--pass", "both")
     passes = {"/dy=" in row["case_id"] for row in result["rows"]}
     assert code == 0 and passes == {True, False}, result["verdict"]
