@@ -2,9 +2,9 @@
 
 Measured in one run, each figure the median of --repeat fresh processes:
   import     one fresh process importing every framework the default run loads: torch, jax,
-             flax.nnx and transformers' Qwen3 modeling module (the first modeling module pays for
-             transformers' modeling_utils; the other families' modules add ~50 ms). Each alone is
-             printed too.
+             flax.nnx, transformers' Qwen3 modeling module (the first modeling module pays for
+             transformers' modeling_utils; the other families' modules add ~50 ms), and the runtimes
+             of the default tier, mlx.core and onnxruntime (those installed). Each alone is printed too.
   first run  normdiff run with an empty JAX compilation cache (what a fresh machine pays)
   repeat     normdiff run again, with the cache the first run left
 
@@ -23,6 +23,13 @@ import time
 
 
 FRAMEWORKS = ("torch", "jax", "flax.nnx", "transformers.models.qwen3.modeling_qwen3")
+RUNTIMES = ("mlx.core", "onnxruntime")  # the default tier's; the full tier's are not in the default run
+
+
+def installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module.split(".")[0]) is not None
 
 
 def wall(cmd: list[str], env: dict | None = None) -> float:
@@ -50,8 +57,9 @@ def main() -> None:
     args = parser.parse_args()
     py = sys.executable
     startup = median([py, "-c", "pass"], args.repeat)
-    imports = {m: median([py, "-c", f"import {m}"], args.repeat) for m in FRAMEWORKS}
-    import_total = median([py, "-c", "import " + ", ".join(FRAMEWORKS)], args.repeat)
+    modules = FRAMEWORKS + tuple(m for m in RUNTIMES if installed(m))
+    imports = {m: median([py, "-c", f"import {m}"], args.repeat) for m in modules}
+    import_total = median([py, "-c", "import " + ", ".join(modules)], args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
         cache = os.path.join(tmp, "jax-cache")
         env = dict(os.environ, NORMDIFF_JAX_CACHE=cache)

@@ -67,11 +67,13 @@ def check_implementations(implementations) -> list[Implementation]:
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
               timeout: float = 60.0, progress=None, keep_outputs: bool | str = False,
-              keep_calling: bool = False, passes: str = "both") -> Report:
+              keep_calling: bool = False, passes: str = "both", dask: str | None = None) -> Report:
     """Run `suite` over `implementations` (default: every registered one). keep_outputs: True keeps
     every output array in report.outputs, "worst" only those the report's side-by-sides show.
     After a call times out, that implementation's other calls are not made unless `keep_calling`.
     `passes`: "forward", "backward" or "both" (the suite's cases of that pass).
+    `dask`: shard the run over the Dask cluster at this address ("local": a LocalCluster here;
+    README, "Campaigns on a Dask cluster"); the same report.
     Every argument is checked before any work (UsageError). Stopped by Ctrl-C or SIGTERM/SIGHUP,
     it raises normdiff.interrupts.Interrupted whose `partial` is the Report of what had finished
     (or None)."""
@@ -89,7 +91,7 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     impls = check_implementations(implementations) if implementations is not None else select()
     try:
         tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,
-                            meanwhile=_import_reports, keep_calling=keep_calling)
+                            meanwhile=_import_reports, keep_calling=keep_calling, dask=dask)
     except Interrupted as stop:
         stop.partial = _report(stop.partial) if stop.partial is not None else None
         raise

@@ -6,7 +6,7 @@ run. The layers, bottom first:
 
     base      normdiff (the package root: version, files, clock, text)
     data      normdiff.harness (its __init__), normdiff.harness.data
-    cases     normdiff.cases
+    cases     normdiff.cases, normdiff.strategies (Hypothesis strategies composed from the case model)
     impls     normdiff.implementations
     engine    normdiff.harness.engine
     reports   normdiff.reports
@@ -32,7 +32,7 @@ FOLDERS = {"normdiff": "normdiff", "harness": "normdiff.harness", "cases": "norm
 LAYERS = [  # (name, module prefixes), bottom first; the longest matching prefix decides
     ("base", ("normdiff",)),
     ("data", ("normdiff.harness", "normdiff.harness.data")),
-    ("cases", ("normdiff.cases",)),
+    ("cases", ("normdiff.cases", "normdiff.strategies")),
     ("impls", ("normdiff.implementations",)),
     ("engine", ("normdiff.harness.engine",)),
     ("reports", ("normdiff.reports",)),

@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     _timeout_options(run)
     _pass_option(run)
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+    run.add_argument("--dask", metavar="ADDRESS", help="shard the run over a Dask cluster: its scheduler's "
+                     "address (tcp://HOST:8786), or 'local' for one on this machine (README: campaigns on a "
+                     "Dask cluster; needs `pip install 'normdiff[dask]'`)")
     run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
                                                              "regression baseline (JSON)")
     run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
@@ -156,8 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--suite", default="default", help="suite whose cases are run (default: %(default)s)")
     explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
     _pass_option(explain)
-    lst = sub.add_parser("list", help="list implementations, conventions, suites, ops or bugs")
-    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs"])
+    _fuzz_parser(sub)
+    lst = sub.add_parser("list", help="list implementations, conventions, suites, ops, bugs or layouts")
+    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs", "layouts"])
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 processes.become_subreaper()
             try:
                 return {"run": _run, "list": _list, "explain": _explain, "check": _check,
-                        "repro": _repro}[args.subcommand](args)
+                        "repro": _repro, "fuzz": _fuzz}[args.subcommand](args)
             finally:
                 if own_process:
                     processes.kill_descendants()
@@ -230,7 +234,8 @@ def _run(args) -> int:
         baseline.check_suite(base, suite.name)
     try:
         report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst", passes=args.passes,
-                               progress=None if args.quiet else progress_printer(), keep_calling=args.keep_calling)
+                               progress=None if args.quiet else progress_printer(), keep_calling=args.keep_calling,
+                               dask=args.dask)
     except interrupts.Interrupted as stop:
         _partial(stop, args.out)
         raise
@@ -365,6 +370,91 @@ def _json_default(value):
     return value.item() if isinstance(value, np.generic) else str(value)
 
 
+def _at_least(least: int):
+    """An argparse type: a whole number >= `least`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= {least}")
+        return value
+    return parse
+
+
+_whole = _at_least(1)  # a count
+_seed = _at_least(0)
+
+
+def _fuzz_parser(sub) -> None:
+    from normdiff.harness.commands import fuzz as defaults  # light: Hypothesis is imported when it runs
+
+    fz = sub.add_parser("fuzz", help="search for a failing case with Hypothesis and shrink it to a minimal one")
+    fz.add_argument("--implementation", "-i", action="append", dest="implementations", default=[], metavar="NAME",
+                    help="a registered implementation to fuzz (repeatable; normdiff list implementations)")
+    fz.add_argument("--with", dest="target", metavar="TARGET", help="your implementation, as for check "
+                    "(FILE.py:NAME, package.module:NAME, FILE.onnx): give --op and --convention")
+    fz.add_argument("--with-command", dest="command", metavar="CMD", help="an implementation in any language, "
+                    "as check --command")
+    fz.add_argument("--op", help="the op (for --with: its op; for -i: only this op)")
+    fz.add_argument("--convention", help="the convention (for --with: the one it claims; for -i: only this one)")
+    _user_code_options(fz, what=" (of --with)")
+    fz.add_argument("--dtype", action="append", dest="dtypes", default=[], metavar="DTYPE",
+                    help="only cases of this dtype (repeatable)")
+    fz.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME",
+                    help="only x in this input regime (tiny_rms, tiny_rms:1e-4, ...; repeatable)")
+    _pass_option(fz)
+    fz.add_argument("--max-time", type=_seconds, metavar="SECONDS", help="search this long (default: "
+                    f"{defaults.DEFAULT_MAX_TIME:g} s unless --max-examples is given)")
+    fz.add_argument("--max-examples", type=_whole, metavar="N", help="search at most N examples")
+    fz.add_argument("--shrink-time", type=_seconds, default=defaults.DEFAULT_SHRINK_TIME, metavar="SECONDS",
+                    help="seconds the shrink of a failure may take (default: %(default)s)")
+    fz.add_argument("--seed", type=_seed, help="seed Hypothesis: the same examples in the same order "
+                    "(default: a random seed, printed)")
+    fz.add_argument("--max-rows", type=_whole, default=defaults.DEFAULT_MAX_ROWS, help="the most rows a case "
+                    "has (default: %(default)s)")
+    fz.add_argument("--max-width", type=_whole, default=defaults.DEFAULT_MAX_WIDTH, help="the widest a case is "
+                    "(default: %(default)s)")
+    fz.add_argument("--timeout", type=_seconds, default=defaults.DEFAULT_TIMEOUT, help="seconds one call may "
+                    f"take; importing an implementation at least {defaults.MIN_LOAD_TIMEOUT:g} s (default: %(default)s)")
+    fz.add_argument("--no-database", action="store_true", help="neither replay nor save examples in "
+                    "Hypothesis' example database (normdiff's cache)")
+    fz.add_argument("--json", action="store_true", help="print exactly one JSON object")
+
+
+def _fuzz(args) -> int:
+    from normdiff.harness import api
+    from normdiff.harness.commands import fuzz
+
+    impls = api.select(args.implementations) if args.implementations else []
+    given = args.target or args.command
+    if args.target and args.command:
+        raise UsageError("give --with TARGET or --with-command CMD, not both")
+    if given:
+        missing = [flag for flag in ("op", "convention") if not getattr(args, flag)]
+        if missing:
+            raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)}")
+        impls.append(user_code_implementation(vars(args), args.op, args.convention, args.timeout,
+                                              passes=args.command_passes))
+    else:
+        stray = [f"--{f.replace('_', '-')}" for f in ("framework", "call", "init", "weight_attr") if getattr(args, f)]
+        if stray:
+            raise UsageError(f"{', '.join(stray)} apply to --with TARGET, which is not given")
+    if not impls:
+        raise UsageError("nothing to fuzz: give -i NAME (normdiff list implementations) or --with TARGET --op OP "
+                         "--convention CONV")
+    result = fuzz.fuzz(impls, op=args.op, convention=args.convention, dtypes=args.dtypes, passes=args.passes,
+                       regimes=args.regimes, max_time=args.max_time, max_examples=args.max_examples, seed=args.seed,
+                       timeout=args.timeout, shrink_time=args.shrink_time, max_rows=args.max_rows,
+                       max_width=args.max_width, database=not args.no_database)
+    if args.json:
+        print(json.dumps(result.as_dict(), default=_json_default))
+    else:
+        print(fuzz.describe(result))
+    return result.exit_code
+
+
 def _explain(args) -> int:
     from normdiff.harness.commands import explain
 
@@ -401,6 +491,12 @@ def _list(args) -> int:
     elif args.what == "ops":
         rows = [{"name": o.name, "signature": o.signature, "summary": o.summary, "inputs": list(o.inputs),
                  "knobs": list(o.knobs)} for o in OPS.values()]
+    elif args.what == "layouts":
+        from normdiff.cases.layouts import LAYOUTS
+        from normdiff.implementations.frameworks import FRAMEWORKS
+
+        strided = [f.name for f in FRAMEWORKS.values() if f.strides]
+        rows = [{"name": l.name, "what": l.what, "moves": l.moves, "frameworks": strided} for l in LAYOUTS.values()]
     else:
         rows = []
         for name in suites.available():
@@ -427,6 +523,9 @@ def _list_line(what: str, row: dict) -> str:
         return f"{row['signature']:<40} {row['summary']}"
     if what == "bugs":
         return f"{row['id']:<25} {row['op'] + '@' + row['convention']:<24} {row['symptom']}"
+    if what == "layouts":
+        where = "" if row["name"] == "contiguous" else f"  (runs in {', '.join(row['frameworks'])})"
+        return f"{row['name']:<11} {row['what']}{where}"
     return f"{row['name']:<10} {row['cases']:>4} cases  {row['description']}"
 
 

@@ -3,8 +3,14 @@
     def test_my_norm(normdiff):
         normdiff.check(my_rms_norm, op="rms_norm", convention="qwen3")
 
-fails with the diagnosed bug, its fix and the worst case when the function disagrees. Registered
-through the `pytest11` entry point, so installing normdiff is all it takes.
+fails with the diagnosed bug, its fix and the worst case when the function disagrees, and
+
+    def test_my_norm_fuzzed(normdiff):
+        normdiff.fuzz(my_rms_norm, op="rms_norm", convention="qwen3", max_examples=200)
+
+fuzzes it as `normdiff fuzz --with` does (Hypothesis, shrinking), failing with the minimal case and
+its `normdiff repro` command. Registered through the `pytest11` entry point, so installing normdiff
+is all it takes.
 """
 from __future__ import annotations
 
@@ -43,6 +49,41 @@ class Checker:
         return result
 
 
+    def fuzz(self, fn, op: str, convention: str, max_examples: int | None = 100, max_time: float | None = None,
+             seed: int | None = None, framework: str | None = None, call: str = "", init: str = "",
+             weight_attr: str = "", dtypes=(), regimes=(), passes: str | None = None, max_rows: int | None = None,
+             max_width: int | None = None, timeout: float | None = None, database: bool = True):
+        """Fuzz `fn` (as for `check`) with Hypothesis for `max_examples` examples (or `max_time`
+        seconds) and fail the test with the shrunk minimal case and its repro command when one fails;
+        returns the FuzzResult. `seed` repeats a run's examples; the example database (normdiff's
+        cache) makes the next run try a failure first."""
+        from normdiff.harness.commands import fuzz, usercode
+        from normdiff.harness.data.errors import UsageError
+
+        try:
+            target = fn if isinstance(fn, str) else target_of(fn)
+        except TypeError as exc:
+            pytest.fail(f"normdiff cannot fuzz {fn!r}: {exc}", pytrace=False)
+        limits = {k: v for k, v in (("max_rows", max_rows), ("max_width", max_width)) if v is not None}
+        try:
+            impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
+                                                weight_attr=weight_attr)
+            result = fuzz.fuzz([impl], dtypes=_names(dtypes), regimes=_names(regimes), passes=passes,
+                               max_examples=max_examples, max_time=max_time, seed=seed,
+                               timeout=timeout or min(self.timeout, fuzz.DEFAULT_TIMEOUT), database=database,
+                               **limits)
+        except (usercode.TargetError, UsageError) as exc:
+            pytest.fail(f"normdiff cannot fuzz {target}: {exc}", pytrace=False)
+        if result.found:
+            pytest.fail(fuzz.describe(result), pytrace=False)
+        return result
+
+
+def _names(given) -> tuple:
+    """One name or several: dtypes="bfloat16" means ("bfloat16",)."""
+    return (given,) if isinstance(given, str) else tuple(given or ())
+
+
 def target_of(fn) -> str:
     """'FILE.py:NAME' for a module-level function or class (the worker process imports it there);
     'module:NAME' for a compiled one (a library's: mlx.core.fast:rms_norm)."""
@@ -70,5 +111,6 @@ def target_of(fn) -> str:
 
 @pytest.fixture
 def normdiff() -> Checker:
-    """Checks an implementation with `normdiff.check(fn, op=..., convention=...)`."""
+    """Checks an implementation with `normdiff.check(fn, op=..., convention=...)`, fuzzes it with
+    `normdiff.fuzz(fn, op=..., convention=..., max_examples=...)`."""
     return Checker()

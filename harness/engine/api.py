@@ -6,12 +6,13 @@ only once the workers are computing, so the import overlaps their work. The publ
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from normdiff.cases.suites import Suite
 from normdiff.interrupts import Interrupted
 from normdiff.harness.data.budgets import budget_table
-from normdiff.harness.engine import provenance, runner
+from normdiff.harness.engine import campaign, provenance, runner
 from normdiff.implementations.entry import Implementation
 
 
@@ -25,19 +26,23 @@ class RunTables:
 
 
 def run(suite: Suite, implementations: list[Implementation], timeout: float = 60.0, progress=None,
-        keep_outputs: bool | str = False, meanwhile=None, keep_calling: bool = False) -> RunTables:
+        keep_outputs: bool | str = False, meanwhile=None, keep_calling: bool = False,
+        dask: str | None = None) -> RunTables:
     """Run every case of `suite` through `implementations`. keep_outputs: True keeps every output
     array, "worst" only those a report's side-by-sides show. `meanwhile()` runs while the workers
     compute (after pandas is imported there): a caller's own slow imports. Stopped by a signal, it
-    raises Interrupted whose `partial` is the RunTables of what finished, meta["incomplete"] set."""
+    raises Interrupted whose `partial` is the RunTables of what finished, meta["incomplete"] set.
+    `dask`: the address of a Dask cluster ("local": a LocalCluster) to shard the run over
+    (campaign.py); the same tables."""
     def overlap():
         _import_tables()
         if meanwhile:
             meanwhile()
 
     try:
-        data = runner.run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap,
-                          keep_calling=keep_calling)
+        run = runner.run if dask is None else functools.partial(campaign.run_sharded, address=dask)
+        data = run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap,
+                   keep_calling=keep_calling)
     except Interrupted as stop:
         partial = stop.partial
         stop.partial = None

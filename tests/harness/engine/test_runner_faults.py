@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from normdiff import interrupts, processes
+from normdiff import interrupts
 from normdiff.cases.model import Case
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
@@ -37,19 +37,12 @@ def by_case(data, name):
     return {o.case.id: o.measurement for o in data.outcomes if o.impl.name == name}
 
 
-def no_workers_left(seconds=2.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while True:
-        left = processes.descendants(os.getpid())
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.05)
 
 
 # ---- a hang --------------------------------------------------------------------------------------
 
 
-def test_after_a_hang_the_implementations_other_calls_are_skipped(fixtures_dir):
+def test_after_a_hang_the_implementations_other_calls_are_skipped(fixtures_dir, workers_left):
     start = time.perf_counter()
     data = runner.run(SUITE, [fixture_impl(fixtures_dir, "hangs")], timeout=1.5)
     seconds = time.perf_counter() - start
@@ -63,17 +56,17 @@ def test_after_a_hang_the_implementations_other_calls_are_skipped(fixtures_dir):
         assert CASES[0].id in m.detail and "--keep-calling" in m.detail
     assert seconds < 1.5 * 2 + 15, seconds  # one time limit, not one per case
     assert data.planned == len(CASES) and len(data.outcomes) == len(CASES)
-    assert no_workers_left() == []
+    assert workers_left() == []
 
 
-def test_keep_calling_makes_every_call(fixtures_dir):
+def test_keep_calling_makes_every_call(fixtures_dir, workers_left):
     suite = Suite("two", "", CASES[:2])
     data = runner.run(suite, [fixture_impl(fixtures_dir, "hangs")], timeout=1.5, keep_calling=True)
     got = by_case(data, "fx-hangs")
     assert len(got) == 2
     for m in got.values():
         assert m.outcome == "timeout" and "no reply within 1.5 s" in m.detail, m.detail
-    assert no_workers_left() == []
+    assert workers_left() == []
 
 
 def test_a_hang_does_not_skip_another_implementation(fixtures_dir):
@@ -105,7 +98,7 @@ def interrupt_once_correct_is_done(signum, correct_outcomes):
 @pytest.mark.parametrize("signum, handled", [(signal.SIGINT, True), (signal.SIGTERM, True),
                                              (signal.SIGINT, False)],
                          ids=["sigint-handled", "sigterm-handled", "plain-keyboardinterrupt"])
-def test_a_stop_ends_every_worker_and_keeps_what_finished(fixtures_dir, signum, handled):
+def test_a_stop_ends_every_worker_and_keeps_what_finished(fixtures_dir, signum, handled, workers_left):
     impls = [fixture_impl(fixtures_dir, "correct"), fixture_impl(fixtures_dir, "hangs")]
     progress, sent = interrupt_once_correct_is_done(signum, len(CASES))
     start = time.perf_counter()
@@ -130,10 +123,10 @@ def test_a_stop_ends_every_worker_and_keeps_what_finished(fixtures_dir, signum, 
     assert by_case(partial, "fx-hangs") == {}  # its call was cut short: nothing is made up for it
     assert partial.planned == 2 * len(CASES)
     assert partial.seconds > 0
-    assert no_workers_left() == []
+    assert workers_left() == []
 
 
-def test_engine_marks_a_stopped_run_incomplete(fixtures_dir):
+def test_engine_marks_a_stopped_run_incomplete(fixtures_dir, workers_left):
     from normdiff.harness.engine import api as engine
 
     impls = [fixture_impl(fixtures_dir, "correct"), fixture_impl(fixtures_dir, "hangs")]
@@ -147,7 +140,7 @@ def test_engine_marks_a_stopped_run_incomplete(fixtures_dir):
     assert tables is not None
     assert tables.meta["incomplete"] == f"stopped by SIGTERM after {len(CASES)} of {2 * len(CASES)} outcomes"
     assert set(tables.results["implementation"]) == {"fx-correct"}
-    assert no_workers_left() == []
+    assert workers_left() == []
 
 
 # ---- run_suite's arguments, checked before any work -------------------------------------------------
