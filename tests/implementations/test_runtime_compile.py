@@ -48,11 +48,6 @@ def report():
     return api.run_suite(suite(), impls, keep_outputs=True)
 
 
-def _rows(report, impl: str):
-    r = report.results
-    return r[(r["implementation"] == impl) & (r["outcome"] != "unsupported")]
-
-
 def test_declared_conventions_forward_only_own_worker():
     listed = {i.name: i for i in catalog.runtime_implementations()}
     assert listed["compile-torch-rmsnorm"].op_conventions == {("rms_norm", "qwen3")}
@@ -72,8 +67,8 @@ def test_unavailable_without_a_compiler(monkeypatch):
 
 @needs_compiler
 @pytest.mark.parametrize("impl", NAMES)
-def test_agrees_with_its_convention(report, impl):
-    rows = _rows(report, impl)
+def test_agrees_with_its_convention(report, impl, ran):
+    rows = ran(report, impl)
     if impl == "compile-hf-qwen3" and registry.get(impl).unavailable_reason():
         pytest.skip(registry.get(impl).unavailable_reason())
     assert set(rows["dtype"]) == set(DTYPES if impl == "compile-torch-layernorm" else RMS_DTYPES)

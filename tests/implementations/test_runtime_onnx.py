@@ -60,11 +60,6 @@ def report():
     return api.run_suite(suite(), _impls(), keep_outputs=True)
 
 
-def _rows(report, impl: str):
-    r = report.results
-    return r[(r["implementation"] == impl) & (r["outcome"] != "unsupported")]
-
-
 def test_declared_conventions_and_forward_only():
     listed = {i.name: i for i in catalog.runtime_implementations()}
     assert set(NAMES) <= set(listed)
@@ -79,10 +74,10 @@ def test_declared_conventions_and_forward_only():
 
 
 @pytest.mark.parametrize("impl", NAMES)
-def test_agrees_with_its_conventions(report, impl):
+def test_agrees_with_its_conventions(report, impl, ran):
     if impl not in {i.name for i in _impls()}:
         pytest.skip(f"{impl}: {registry.get(impl).unavailable_reason()}")
-    rows = _rows(report, impl)
+    rows = ran(report, impl)
     ran = rows[~((rows["dtype"] == "bfloat16") & (impl in NO_BF16))]
     assert set(ran["dtype"]) == (set(DTYPES) - ({"bfloat16"} if impl in NO_BF16 else set()))
     assert len(ran) and set(ran["outcome"]) <= {"identical", "agree"}, \
@@ -91,10 +86,10 @@ def test_agrees_with_its_conventions(report, impl):
 
 
 @pytest.mark.parametrize("impl", NO_BF16)
-def test_finding_no_bf16_mul_kernel(report, impl):
+def test_finding_no_bf16_mul_kernel(report, impl, ran):
     if impl not in {i.name for i in _impls()}:
         pytest.skip(f"{impl}: {registry.get(impl).unavailable_reason()}")
-    rows = _rows(report, impl)
+    rows = ran(report, impl)
     bf16 = rows[rows["dtype"] == "bfloat16"]
     assert len(bf16) and set(bf16["outcome"]) == {"error"}
     for detail in bf16["detail"]:

@@ -39,11 +39,6 @@ def report():
     return api.run_suite(Suite("tinygrad", "", tuple(_cases())), list(IMPLS.values()))
 
 
-def _rows(report, impl):
-    rows = report.results
-    return rows[(rows["implementation"] == impl) & (rows["outcome"] != "unsupported")].set_index("case_id")
-
-
 def test_unavailable_names_the_compiler(monkeypatch):
     from normdiff.implementations.frameworks import tinygrad as record
 
@@ -52,16 +47,16 @@ def test_unavailable_names_the_compiler(monkeypatch):
 
 
 @needs_clang
-def test_rms_norm_agrees_with_the_llama_cast(report):
-    rows = _rows(report, "tinygrad-nn.RMSNorm")
+def test_rms_norm_agrees_with_the_llama_cast(report, ran):
+    rows = ran(report, "tinygrad-nn.RMSNorm").set_index("case_id")
     assert set(rows["dtype"]) == set(DTYPES) and (rows["output_dtype"] == rows["dtype"]).all()
     bad = rows[~rows["outcome"].isin(["identical", "agree"])]
     assert bad.empty, bad[["outcome", "max_ulp", "tolerance_ulp"]].to_string()
 
 
 @needs_clang
-def test_finding_layer_norm_statistics_in_the_input_dtype(report):
-    rows = _rows(report, "tinygrad-nn.LayerNorm")
+def test_finding_layer_norm_statistics_in_the_input_dtype(report, ran):
+    rows = ran(report, "tinygrad-nn.LayerNorm").set_index("case_id")
     assert rows.loc["layer_norm@torch/fp32/16x64/narrow:4/w=trained/b=trained", "outcome"] == "agree"
     for case_id in LN_FINDINGS:
         row = rows.loc[case_id]
