@@ -431,7 +431,7 @@ def _not_run(shard: Shard, error: ShardError) -> list[runner.Outcome]:
     """A shard's outcomes when it gave none: the rows a local run would call unsupported, and the
     error on every other."""
     data = runner.RunData()
-    runner._unsupported(data, shard.suite, list(shard.impls))  # the runner's own rule for what it runs
+    runner.unsupported(data, shard.suite, list(shard.impls))  # the runner's own rule for what it runs
     skipped = {(o.case.id, o.impl.name) for o in data.outcomes}
     return data.outcomes + [runner.Outcome(c, impl, judge.failure(error.outcome, error.reason))
                             for impl in shard.impls for c in shard.suite.cases if (c.id, impl.name) not in skipped]

@@ -172,7 +172,7 @@ def _batched_inputs(task: Task) -> CaseInputs:
     return CaseInputs(arrays, first.num_heads, first.layout)
 
 
-def _judge_task(task: Task, reply: tuple) -> list[Outcome]:
+def judge_task(task: Task, reply: tuple) -> list[Outcome]:
     status = reply[0]
     if status != "ok":
         note = reply[1] + (f" (in a batch of {len(task.cases)} cases)" if len(task.cases) > 1 else "")
@@ -274,7 +274,7 @@ def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: 
             if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
                 failed[impl.name] = reply
         for task in tasks_when_ready():
-            outcomes = _run_task(worker, task, failed, hung, keep_calling)
+            outcomes = run_task(worker, task, failed, hung, keep_calling)
             if worker.closed:
                 return
             sink.put(outcomes)
@@ -282,14 +282,14 @@ def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: 
         sink.put(None)  # always: the collector waits for one None per worker
 
 
-def _run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> list[Outcome]:
+def run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> list[Outcome]:
     name = task.impl.name
     if name in failed:
-        return _judge_task(task, failed[name])
+        return judge_task(task, failed[name])
     if name in hung and not keep_calling:
         # a hang is seldom a one-off: paying the full limit on every case would turn one bad
         # function into hours (66 cases x 60 s)
-        return _judge_task(task, ("timeout", f"not run: the previous call hung on {hung[name]} (--keep-calling "
+        return judge_task(task, ("timeout", f"not run: the previous call hung on {hung[name]} (--keep-calling "
                                              "runs every call)"))
     first = task.cases[0]
     c = first.case
@@ -300,7 +300,7 @@ def _run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling
     if reply[0] == "timeout":
         hung[name] = c.id
     try:
-        outcomes = _judge_task(task, reply)
+        outcomes = judge_task(task, reply)
         # a mutant's rows are the contract's: whether they vary with the batch says nothing of it
         checked = task.impl.kind != "mutant" and any(p.case.batch_check for p in task.cases)
         if reply[0] == "ok" and first.dy is None and checked:
@@ -330,7 +330,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
                               if impl.runs(c)]
         else:
             runnable[impl.worker].append(impl)
-    _unsupported(data, suite, impls)
+    unsupported(data, suite, impls)
 
     ready = threading.Event()
     tasks: dict[str, list[Task]] = {}
@@ -339,7 +339,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         return lambda: (ready.wait(), tasks[framework])[1]
 
     sink: queue.Queue = queue.Queue()
-    tmp_dir = _run_tmp_dir()  # the workers' TMPDIR, removed at the end
+    tmp_dir = run_tmp_dir()  # the workers' TMPDIR, removed at the end
     workers = {fw: Worker(fw, timeout=timeout, tmp_dir=tmp_dir) for fw in runnable}
     threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling),
                                 daemon=True)
@@ -373,7 +373,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
 RUN_TMP_PREFIX = "normdiff-run-"
 
 
-def _run_tmp_dir() -> str:
+def run_tmp_dir() -> str:
     """A fresh temporary folder for this run, named by our pid; first, the folders of runs whose
     process is gone (SIGKILLed: no handler could remove them) are removed."""
     processes.remove_orphaned(tempfile.gettempdir(), RUN_TMP_PREFIX)
@@ -415,15 +415,15 @@ def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progr
             progress(finished, total)
 
 
-def _unsupported(data: RunData, suite: Suite, impls: list[Implementation]) -> None:
+def unsupported(data: RunData, suite: Suite, impls: list[Implementation]) -> None:
     for impl in impls:
         data.outcomes += [
-            Outcome(c, impl, judge.failure("unsupported", _unsupported_note(impl, c)))
+            Outcome(c, impl, judge.failure("unsupported", unsupported_note(impl, c)))
             for c in suite.cases if not impl.runs(c)
         ]
 
 
-def _unsupported_note(impl: Implementation, c: Case) -> str:
+def unsupported_note(impl: Implementation, c: Case) -> str:
     if impl.supports(c.op, c.convention, c.pass_):
         return impl.layout_problem(c.layout)
     if impl.supports(c.op, c.convention, "backward" if c.pass_ == "forward" else "forward"):

@@ -8,8 +8,8 @@ starts its workers once per suite).
 
 Each evaluation is the runner's: `runner.prepare` (the inputs and the oracle's reference, cached by
 call id, so a case Hypothesis replays while shrinking is not prepared again), `runner.plan` and
-`runner._run_task` per implementation (batching rows where the implementation may), judged by
-`runner._judge_task`. A worker that crashes or hangs on a call becomes that call's `crashed` /
+`runner.run_task` per implementation (batching rows where the implementation may), judged by
+`runner.judge_task`. A worker that crashes or hangs on a call becomes that call's `crashed` /
 `timeout` outcome, and pool.Worker starts it afresh on the next call, so the next example runs on a
 fresh process; every call is made (no "not run after a hang": a fuzzer's shrinking must see what
 each case really does). Workers run concurrently when there are several (one thread each).
@@ -46,7 +46,7 @@ class Session:
         self.targets = {i.name: dict(i.params).get("target", "") for i in self.implementations if i.params}
         self.unavailable: dict[str, str] = {}  # name -> why it cannot run here (not installed)
         self.failed: dict[str, tuple] = {}  # name -> the reply its load gave (error, unavailable, timeout)
-        self.hung: dict[str, str] = {}  # filled by runner._run_task; never consulted (keep_calling)
+        self.hung: dict[str, str] = {}  # filled by runner.run_task; never consulted (keep_calling)
         self.workers: dict[str, Worker] = {}
         self.by_worker: dict[str, list[Implementation]] = defaultdict(list)
         self._prepared: OrderedDict[str, Prepared] = OrderedDict()
@@ -64,7 +64,7 @@ class Session:
         if self.started:
             return self
         self.started = True
-        self._tmp_dir = runner._run_tmp_dir()
+        self._tmp_dir = runner.run_tmp_dir()
         for impl in self.implementations:
             reason = impl.unavailable_reason()
             if reason:
@@ -142,7 +142,7 @@ class Session:
         for impl in self.implementations:
             for p in prepared:
                 if not impl.runs(p.case):
-                    note = runner._unsupported_note(impl, p.case)
+                    note = runner.unsupported_note(impl, p.case)
                     outcomes += [Outcome(e.case, impl, judge.failure("unsupported", note)) for e in p.expected.values()]
                 elif impl.name in self.unavailable:
                     outcomes += [Outcome(e.case, impl, judge.failure("unavailable", self.unavailable[impl.name]))
@@ -154,7 +154,7 @@ class Session:
         worker, out = self.workers[name], []
         for impl in self.by_worker[name]:
             for task in runner.plan(prepared, impl):
-                out += runner._run_task(worker, task, self.failed, self.hung, True)
+                out += runner.run_task(worker, task, self.failed, self.hung, True)
         return out
 
     def _each_worker(self, job) -> list:
