@@ -1,6 +1,8 @@
 """The built-in implementations, as registry entries (descriptions only: nothing is imported)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import op_conventions
@@ -8,15 +10,29 @@ from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_families import FAMILIES
 
 
+@dataclass(frozen=True)
+class ModelImplementation(Implementation):
+    """A HuggingFace family's layers: it refuses, before the call, a case its layer cannot take
+    (hf_families.Family.refusal: an operand the class has no parameter for, a hard-coded eps, an
+    odd head_dim its attention cannot be built with)."""
+
+    family: str = ""  # its key in hf_families.FAMILIES
+
+    def case_problem(self, case) -> str | None:
+        if not self.supports(case.op, case.convention, case.pass_):
+            return None
+        return FAMILIES[self.family].refusal(case.op, case)
+
+
 def hf_implementations() -> list[Implementation]:
     # batch_rows: these layers treat rows independently; through the attention path rows are
     # tokens, and nothing mixes tokens before q_norm (hf.py explains).
     # They share the torch worker (frameworks/torch.py says why).
     # The backward pass: autograd through the same layers (hf.py).
-    return [Implementation(f"hf-{family.label}", "model", "torch", f"normdiff.implementations.hf:{attr}",
-                           frozenset((op, family.convention) for op in family.ops()), family.description(),
-                           requires=("transformers",), batch_rows=True,
-                           backward=f"normdiff.implementations.hf:{attr}.backward")
+    return [ModelImplementation(f"hf-{family.label}", "model", "torch", f"normdiff.implementations.hf:{attr}",
+                                frozenset((op, family.convention) for op in family.ops()), family.description(),
+                                requires=("transformers",), batch_rows=True,
+                                backward=f"normdiff.implementations.hf:{attr}.backward", family=attr)
             for attr, family in FAMILIES.items()]
 
 

@@ -104,9 +104,18 @@ class Implementation:
         return (f"{self.framework} arrays have no strides, so a {layout} layout would reach {self.name} as a "
                 "contiguous copy (cases/layouts.py)")
 
+    def case_problem(self, case) -> str | None:
+        """Why it cannot take `case` although it implements its op@convention and pass in its layout
+        (a model layer with no parameter for an operand the case holds, an eps the layer hard-codes),
+        or None. Declared here, before any call, so that such a case is `unsupported` with this
+        reason, not an error raised from inside the call. The default takes every case."""
+        return None
+
     def runs(self, case) -> bool:
-        """Whether it runs `case`: its op@convention and pass, in its memory layout."""
-        return self.supports(case.op, case.convention, case.pass_) and self.layout_problem(case.layout) is None
+        """Whether it runs `case`: its op@convention and pass, in its memory layout, and the case
+        itself (`case_problem`)."""
+        return self.supports(case.op, case.convention, case.pass_) and self.layout_problem(case.layout) is None \
+            and self.case_problem(case) is None
 
     def unavailable_reason(self) -> str | None:
         """Why this implementation cannot run here, or None. Looks modules up without importing."""

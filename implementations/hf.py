@@ -89,7 +89,7 @@ from normdiff.harness.data.ops import OPS  # noqa: E402
 from normdiff.implementations.frameworks.torch import autograd_vjp, fold  # noqa: E402
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch  # noqa: E402
 from normdiff.implementations.hf_families import (  # noqa: E402
-    ATTENTION, FAMILIES, FLOAT32_FUNCTION, MODULE, ROTARY_ATTENTION, Family, Part)
+    ATTENTION, FAMILIES, FLOAT32_FUNCTION, IDENTITY_REGIMES, MODULE, ROTARY_ATTENTION, Family, Part)
 
 # every family the adapters serve, by registry attribute (hf_families.py says why two tables)
 _ALL = FAMILIES
@@ -185,11 +185,12 @@ class Identity:
         self.otherwise, self.identity, self.is_identity, self.apply = otherwise, identity, is_identity, apply
 
 
-IDENTITIES = {
-    "weight": Identity("not all ones (offset + w)", "ones",
+IDENTITIES = {  # the identity's regime and the words for its absence are the family table's
+    "weight": Identity(IDENTITY_REGIMES["weight"][1], IDENTITY_REGIMES["weight"][0],
                        lambda w, c: bool((w.double() + c.weight_offset == 1).all()),
                        lambda y, w, c: y * (w + c.weight_offset if c.weight_offset else w)),
-    "bias": Identity("nonzero", "zeros", lambda b, c: bool((b == 0).all()), lambda y, b, c: y + b),
+    "bias": Identity(IDENTITY_REGIMES["bias"][1], IDENTITY_REGIMES["bias"][0],
+                     lambda b, c: bool((b == 0).all()), lambda y, b, c: y + b),
 }
 
 

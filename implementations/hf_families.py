@@ -20,6 +20,13 @@ ROTARY_ATTENTION = "rotary_attention"  # the attention path, then the family's R
 INIT_ARGS = ("width", "group_size", "eps")
 # the op's per-case float operands a class can hold as parameters of the same name
 PARAMETERS = ("weight", "bias")
+# A parameter a class lacks must hold the identity: the regime (cases/regimes.py) that draws it, and
+# what it is said to be otherwise. Decided from the case's regimes, before anything is drawn or run.
+IDENTITY_REGIMES = {"weight": ("ones", "not all ones (offset + w)"), "bias": ("zeros", "nonzero")}
+CONSTANT_REGIMES = {"zeros": 0.0, "ones": 1.0}  # the regimes that draw one constant, and it
+# transformers' RoPE validation (modeling_rope_utils) refuses an attention config whose RoPE rotates
+# the whole of an odd head_dim above this (it lets its tiny test fixtures, head_dim <= 4, through)
+ODD_HEAD_DIM_ALLOWED = 4
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,27 @@ class Part:
         held = self.holds(operands)
         return tuple(o for o in operands if o in PARAMETERS and o not in held)
 
+    def refusal(self, op: str, case) -> str | None:
+        """(MODULE) Why the class cannot take `case`, or None: an operand it has no parameter for
+        that is not the identity, or an eps other than the one it hard-codes."""
+        for name in self.lacks(OPS[op].inputs):
+            if not is_identity(name, case):
+                identity, otherwise = IDENTITY_REGIMES[name]
+                return (f"{self.name} has no {name} parameter, so it cannot apply this case's {name}, "
+                        f"which is {otherwise}; run it with {name}={identity}")
+        if self.eps is not None and case.contract.eps != self.eps:
+            return f"{self.name} hard-codes eps={self.eps:g}; this case asks for eps={case.contract.eps:g}"
+        return None
+
+
+def is_identity(name: str, case) -> bool:
+    """Whether the case's `name` operand (weight or bias) is drawn as its identity: offset + w = 1,
+    b = 0 (only a constant regime can be)."""
+    value = CONSTANT_REGIMES.get(case.choice(name))
+    if value is None:
+        return False
+    return value + case.contract.weight_offset == 1.0 if name == "weight" else value == 0.0
+
 
 @dataclass(frozen=True)
 class Family:
@@ -76,6 +104,9 @@ class Family:
     rotary: str = ""  # the rotary embedding class (with the attention above)
     apply_rope: str = "apply_rotary_pos_emb"  # the modeling module's RoPE function
     gated_query: bool = False  # q_proj emits (query, gate) per head (Qwen3.5, Qwen3-Next)
+    # the share of each head its attention config's RoPE rotates (partial_rotary_factor: 0.25 for
+    # Qwen3.5 and Qwen3-Next), which decides whether transformers builds it at an odd head_dim
+    rotary_fraction: float = 1.0
     heads_first: bool = False  # q_norm sees (batch, heads, tokens, head_dim) (Gemma3)
     # (op, Part) for the ops the fields above do not cover, or where their default way does not fit
     # (a LayerNorm without a bias, a grouped norm's constructor, a weightless L2 norm class); these
@@ -96,6 +127,23 @@ class Family:
                  "qk_norm_rope": Part(self.rotary if self.attention else "", ROTARY_ATTENTION),
                  **dict(self.parts)}
         return {op: part for op, part in parts.items() if part.name}
+
+    def refusal(self, op: str, case) -> str | None:
+        """Why this family's layer cannot take `case` of `op` (one it implements), or None: declared
+        before any call, so the case is `unsupported` with this reason rather than an error."""
+        part = self.ops()[op]
+        if part.how == MODULE:
+            return part.refusal(op, case)
+        if part.how in (ATTENTION, ROTARY_ATTENTION):
+            return self.head_dim_refusal(case.head_dim)
+        return None
+
+    def head_dim_refusal(self, head_dim: int) -> str | None:
+        """transformers builds no attention whose RoPE rotates the whole of an odd head_dim (> 4)."""
+        if head_dim % 2 and head_dim > ODD_HEAD_DIM_ALLOWED and int(head_dim * self.rotary_fraction) == head_dim:
+            return (f"transformers refuses a {self.attention} config with an odd head_dim ({head_dim}): its RoPE "
+                    f"rotates the whole head, in pairs, so the attention that holds q_norm cannot be built")
+        return None
 
     def names(self) -> list[str]:
         """Every name the family needs from its modeling module."""
@@ -129,10 +177,10 @@ FAMILIES: dict[str, Family] = {
                     attention="Qwen3Attention", rotary="Qwen3RotaryEmbedding"),
     "qwen3_5": Family("qwen3.5", _MODELS + "qwen3_5.modeling_qwen3_5", "Qwen3_5TextConfig",
                       "Qwen3_5RMSNorm", "Qwen3_5RMSNormGated", "l2norm", "Qwen3_5Attention",
-                      gated_query=True),
+                      gated_query=True, rotary_fraction=0.25),
     "qwen3_next": Family("qwen3-next", _MODELS + "qwen3_next.modeling_qwen3_next", "Qwen3NextConfig",
                          "Qwen3NextRMSNorm", "Qwen3NextRMSNormGated", "l2norm", "Qwen3NextAttention",
-                         gated_query=True),
+                         gated_query=True, rotary_fraction=0.25),
     "olmo2": Family("olmo2", _MODELS + "olmo2.modeling_olmo2", "Olmo2Config", "Olmo2RMSNorm",
                     attention="Olmo2Attention"),
     "gemma3": Family("gemma3", _MODELS + "gemma3.modeling_gemma3", "Gemma3TextConfig",

@@ -25,7 +25,15 @@ is then in the upper binade's ulp, twice the reference's).
   the gate's float32 exp, division and product (up to 3), and the final rounding (1): 8 (measured
   5.1 over the default suite). "rotation": the norm's 8 in ulp(q), times sqrt(2), the float32 angle
   (torch's pow is an ulp off at some frequencies, rope.py: up to 4 ULP of r at position 8191), cos
-  and sin (1), the products and the sum (2): 18 (measured 5.1).
+  and sin (1), the products and the sum (2): 18 (measured 5.1). The angle's frequencies are the
+  contract's correctly rounded powers, but torch's float32 pow (HF's) is only faithful: where the
+  exact power lies within 0.08 ulp of a midpoint (measured over every even D <= 256, four thetas) it
+  returns the other float32 neighbour, and the angle then moves by position x ulp(inv_i), which no
+  fixed budget can hold (39 ULPs at D = 42 and position ~1240, ~8000 at position 8191 for a low
+  frequency: 4.9e-4 relative). So it is not in the budget but in the reference (engine/judge.py,
+  `Reference.nearest`): each frequency's pairs are judged against the nearer of its two neighbours,
+  one choice per frequency for every row and head (as one inv_freq buffer), within the same 18
+  (torch at D = 42: 40.5 ULPs against the nearest powers, 1.18 against the nearer; budget 39).
 
 **The reduction** (`reduction`) bounds what the order of the float32 sum of squares may cost: every
 order a correct kernel uses (sequential, pairwise, blocked, Kahan, float64 accumulation) is legal,
@@ -48,12 +56,26 @@ the first version's budget (16, with pairwise sums in mind) failed them. n is th
 head_dim for per-head norms, the whole row otherwise (`Case.span`).
 
 **Centring** (LayerNorm, the "centred" rule): x - mean(x) is computed with a float32 mean, which
-any legal order of its sum leaves up to gamma_n mean|x| off (the sequential bound again), and that
-error lands in every centred element, relative to the span's spread sqrt(var + eps). In ULPs of the
-output, relative to the normalised value: gamma_n kappa / u_dtype with
-kappa = mean|x| / sqrt(var + eps) per span, the worst span of the case (oracle.centring_condition):
-about n/2 ULPs more than the reduction for mean-zero rows (kappa ~ 0.8), and far more on rows at
-mean 1000 with std 1 (kappa 1000), where the centring really is that ill-conditioned. A one-pass
+any legal order of its sum leaves up to gamma_n mean|x| off (the sequential bound again), plus 2 u32
+mean|x| where a kernel takes the fused form x a - m a (a = rsqrt(var + eps): PyTorch's CPU
+layer_norm; its two products are rounded against |x| a and |m| a, not the centred value):
+g_n = gamma_n + 2 u32 (`centring_gamma`). That error, over sqrt(var + eps), lands in every element
+of the span alike, and the judge counts it at the span's scale s (`oracle.span_scale`, the floor
+below): rms(u) = sqrt(var / (var + eps)), but no less than the error itself,
+E = g_n mean|x| / sqrt(var + eps). In ULPs of the output: g_n kappa / u_dtype with
+kappa = mean|x| / (sqrt(var + eps) s) = min(mean|x| / sqrt(var), 1 / g_n) per span, the worst
+span of the case (oracle.centring_condition). The first version divided by sqrt(var + eps) alone,
+which is right only where var >> eps: where eps dominates the variance rms(u) << 1 and the mean's
+error is 1 / rms(u) times larger at the floor (own torch at 1x2, tiny_rms:1e-3: 10.6 ULPs against
+10.4; 108 now, kappa 24.6 = mean|x| / std). On a constant span (one element, or every x equal)
+u = 0 and rms(u) = 0, while a correct float32 mean still leaves u up to E (torch's bf16 CPU
+layer_norm gives 4.8e-7 for one element where the exact u is 0: 5e33 ULPs at a floor of 0); at the
+floor E it is at most 1 / u_dtype ULPs (measured 213 bf16 and 1536 fp16 ULPs of 256 and 2048 over
+constant rows of 1 to 63 elements), and "mean not subtracted" (u = mean / sqrt(eps), 1 / g_n times
+E) stays ~n / 2^24 of the way inside it. Measured over 3000 shifted rows of n = 1..8 at eps 1e-5 and
+1e-6 (torch's F.layer_norm and a two-pass float32 kernel): at most 3.2 kappa ULPs beyond the chain,
+against the g_n kappa = (n + 2) kappa allowed. kappa is ~0.8 for mean-zero rows, and far more on
+rows at mean 1000 with std 1 (kappa 1000), where the centring really is that ill-conditioned. A one-pass
 variance E[x^2] - E[x]^2 errs by u32 m^2 / var = u32 kappa^2 relative (already at its one rounding
 of E[x^2]), kappa times the two-pass bound per unit of n: the `narrow` regime at widths up to 128 is
 where it shows. The chain: the mean's and the variance's divisions and the subtraction (1/2 each on
@@ -105,7 +127,21 @@ a bf16 product) and the scale offset + w rounded to it (the Llama cast multiplie
 normalised value u as the forward rounded it (the Llama cast saves a bf16 u), the product dy u in
 the dtype and the final rounding; for dgate the forward's two roundings of v, the product with dy,
 silu' and the final one; RoPE's transpose in the dtype adds three (cos and sin rounded, two
-products, their sum), a gate's activation in the dtype two (a rounded, the product g a).
+products, their sum), a gate's activation in the dtype two (a rounded, the product g a). A
+backward that takes every step in the dtype rounds more (its op record's `dtype_backward_roundings`): torch's
+autograd of F.normalize (x / max(||x||, eps), in the input dtype) rounds the saved norm, then for the
+projection term x / n, / n, dy * that, their row sum, / n (of the norm's backward) and x * that, each
+rounding relative to a part of S, the saved norm entering three times: 9; the direct term dy / n
+two (the saved norm, the division); their sum one: at most 9 + 1 = 10 ULPs at S for dx (measured
+5.57 fp16 and 4.80 bf16 over 720 cases; 3.14 at 19x3 where the budget of 3 failed it), while the
+projection dropped stays 55 bf16 / 442 fp16 ULPs out.
+Where the exact gradient is within budget of the dtype's overflow threshold a correct one may be
+either side of it, finite or the exact value's infinity (engine/judge.py, `overflows_either_way`:
+hf-deepseek-v3's fp16 dx with dy large gave 65504 for an exact 65521.6, which rounds to inf).
+A Llama cast saves u in the dtype and rounds w * u there too: a u below the dtype's smallest normal
+errs absolutely, as in the forward, and dw = dy u and dgate = dy v silu'(z) carry it, so the terms
+count u and v no lower than the smallest normal (times max(|offset + w|, 1) for v: engine/vjp.py,
+`_subnormal_floor`; HF Qwen3.5's fp16 dgate at an x_hat of 3.8e-6, 10.4 ULPs against 7, is 0.87).
 The own float32 NumPy backward lands at 4.95 float32 ULPs at S (tests/implementations/
 test_numpy_backward.py, numpy's pairwise sums); the dx budget is 364 at n = 128 and 10284 at 4096
 in float32 (a relative 6e-4 of S), 3.0 / 3.2 in bf16: the backward bugs are O(1) relative errors of
@@ -133,12 +169,29 @@ MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
 U32 = 2.0 ** -24
 
 
+def gamma(n: int) -> float:
+    """gamma_n = n u32 / (1 - n u32): the relative error bound of a float32 sum of n terms of one
+    sign in any order (Higham, section 4.2)."""
+    return n * U32 / (1.0 - n * U32)
+
+
+def unit(dtype: str) -> float:
+    """u_dtype = 2^-(p + 1): half an ULP, relative (module docstring)."""
+    return 2.0 ** -(MANTISSA_BITS[dtype] + 1)
+
+
 def reduction(dtype: str, n: int) -> float:
     """What any legal order of the float32 sum of n squares may cost, in ULPs of `dtype`:
     gamma_n / 2 / u_dtype, the deterministic bound of a sequential sum."""
-    gamma = n * U32 / (1.0 - n * U32)
-    u_dtype = 2.0 ** -(MANTISSA_BITS[dtype] + 1)
-    return gamma / 2.0 / u_dtype
+    return gamma(n) / 2.0 / unit(dtype)
+
+
+def centring_gamma(n: int) -> float:
+    """How far a correct float32 centring's subtracted mean may be off, relative to mean|x| over a
+    span of n: gamma_n for the mean's sum and division (any order), plus 2 u32 for the fused form
+    x a - m a (a = rsqrt(var + eps), PyTorch's CPU layer_norm), whose two products are each rounded
+    against |x| a and |m| a rather than against the centred value (module docstring, "Centring")."""
+    return gamma(n) + 2.0 * U32
 
 
 def chain(dtype: str, op: str, rule: str | None = None) -> float:
@@ -161,11 +214,12 @@ def rounding_rule(contract) -> str:
 
 
 def centring(dtype: str, n: int, condition: float) -> float:
-    """What the float32 mean may cost a centring op, in ULPs of `dtype`: gamma_n kappa / u_dtype,
-    kappa = mean|x| / sqrt(var + eps) (oracle.centring_condition; module docstring)."""
+    """What the float32 mean may cost a centring op, in ULPs of `dtype`: g_n kappa / u_dtype,
+    g_n = `centring_gamma`, kappa = min(mean|x| / sqrt(var), 1 / g_n) (oracle.centring_condition;
+    module docstring, "Centring")."""
     if not condition:
         return 0.0
-    return 2.0 * reduction(dtype, n) * condition
+    return centring_gamma(n) * condition / unit(dtype)
 
 
 def systematic_part(dtype: str, n: int, condition: float = 0.0) -> float:
@@ -209,8 +263,8 @@ def gradient_float32_part(output: str, n: int, reduced_rows: int = 1) -> float:
 def gradient_systematic(dtype: str, output: str, n: int, reduced_rows: int = 1, condition: float = 0.0) -> float:
     """A gradient budget's float32 part, in ULPs of the dtype (what the channel-bias check allows
     on top of its own budget: see `systematic_part`)."""
-    centred = n * condition if output in ("dx", "dw") else 0.0
-    return (gradient_float32_part(output, n, reduced_rows) + centred) * U32 / 2.0 ** -(MANTISSA_BITS[dtype] + 1)
+    centred = centring_gamma(n) / U32 * condition if output in ("dx", "dw") else 0.0
+    return (gradient_float32_part(output, n, reduced_rows) + centred) * U32 / unit(dtype)
 
 
 def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int = 1,
@@ -227,7 +281,8 @@ def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int 
     rule = OPS[op].rounding
     extra = {"rotation": ROPE_ROUNDINGS, "three_roundings": GATE_ROUNDINGS,
              "residual_sum": SUM_ROUNDINGS if output in ("dx", "dresidual") else 0}.get(rule, 0)
-    return GRADIENT_ROUNDINGS[output] + extra + float32
+    rounds = dict(OPS[op].dtype_backward_roundings).get(output, GRADIENT_ROUNDINGS[output])
+    return rounds + extra + float32
 
 
 def budget_table() -> dict:

@@ -28,6 +28,12 @@ class FloatFormat:
         exp = np.where(mag == 0, self.min_exponent, np.maximum(exp - 1, self.min_exponent))
         return np.ldexp(1.0, exp - self.mantissa_bits)
 
+    @property
+    def overflow(self) -> float:
+        """The least magnitude that rounds to inf: the largest finite value plus half its ulp."""
+        largest = float(ml_dtypes.finfo(self.np_dtype).max)
+        return largest + float(self.ulp(largest)) / 2.0
+
     def round(self, values: np.ndarray) -> np.ndarray:
         """Round float64 values to this format (round to nearest even), returned as float64."""
         with np.errstate(over="ignore"):  # beyond the format's range is inf, as in a real cast

@@ -30,6 +30,35 @@ KNOWN: tuple[Finding, ...] = (
             "F.normalize clamps the norm with eps=1e-12 in the input dtype; 1e-12 rounds to 0 in fp16, "
             "so an all-zero row is 0/0 = NaN where x / max(norm, eps) gives 0 (bf16 and fp32 keep eps).",
             ("torch.nn.functional:normalize",)),
+    Finding("torch-F.normalize", "nan_mismatch",
+            (("op", "l2_norm"), ("pass", "backward"), ("dtype", "float16"), ("output", "dx")),
+            "F.normalize's autograd backward runs in the input dtype: it forms dy / ||x|| and "
+            "dy * x / ||x||^2 in fp16, which overflow to inf once ||x|| < |dy| / 65504 (a tiny row, a large "
+            "upstream gradient), and their difference is inf - inf = NaN where the exact gradient is finite "
+            "(0 for a one-element row). Reproduce: normdiff repro "
+            "'l2_norm@torch/fp16/1x1/tiny_rms:1e-3/dy=large/out=dx' -i torch-F.normalize",
+            ("torch.nn.functional:normalize",)),
+    Finding("torch-F.normalize", "disagree",
+            (("op", "l2_norm"), ("pass", "forward"), ("dtype", ("bfloat16", "float16")), ("regime", _NARROW)),
+            "F.normalize rounds ||x|| to the input dtype before dividing (stats-low-precision's pattern): on rows "
+            "that are alike (mean 1000, std 1) every row's bf16 norm is off the same way (2.6e-3 relative), so "
+            "each channel's mean error over the rows is ~1 ulp, a coherent scale error (the channel-bias "
+            "detector: 1.05 ulp against 1.045), while every element is within 1.12 ulp; x / float32 ||x|| "
+            "rounded once is identical. Reproduce: normdiff repro 'l2_norm@torch/bf16/33x71/narrow:1' "
+            "-i torch-F.normalize", ("torch.nn.functional:normalize",)),
+    Finding("torch-F.normalize", "disagree", (("op", "l2_norm"), ("dtype", "float16"), ("eps", "1e-06")),
+            "F.normalize clamps the norm with eps in the input dtype: eps=1e-6 is subnormal in fp16 and rounds "
+            "to 1.0133e-6, 1.3% off, so wherever the clamp binds (||x|| < 1e-6) y = x / eps is 1.3% off (15.7 "
+            "ulp against 2), and on an all-zero row dx = dy / eps too (19.7 ulp against 10). Reproduce: normdiff "
+            "repro 'l2_norm@torch/fp16/24x1/tiny_rms:1e-4/eps=1e-06' -i torch-F.normalize",
+            ("torch.nn.functional:normalize",)),
+    *(Finding(name, "disagree", (("op", "layer_norm"), ("pass", "backward"), ("dtype", "float16"), ("output", "db")),
+              "PyTorch's CPU layer_norm backward sums db over the rows with partial sums rounded to fp16 "
+              "(bwd-dw-input-dtype's pattern, on the bias): 2.4 ulp at the terms' scale where a float32 sum "
+              "rounded once is 0.47 (budget 2.01); bf16 and float32 agree. Reproduce: normdiff repro "
+              "'layer_norm@torch/fp16/36x65/spike/w=small/b=zeros/dy=aligned/out=db' -i " + name, (target,))
+      for name, target in (("torch-F.layer_norm", "torch.nn.functional:layer_norm"),
+                           ("torch-nn.LayerNorm", "torch.nn:LayerNorm"))),
     Finding("flax-layernorm", "disagree", (("op", "layer_norm"), ("regime", _NARROW)),
             "flax.nnx.LayerNorm defaults to use_fast_variance=True, the one-pass variance E[x^2] - E[x]^2 "
             "(ln-one-pass-variance's formula): at mean 1000 with std 1 it cancels catastrophically in float32 "

@@ -97,6 +97,9 @@ class Op:
     # what its forward returns, in order: y, then any further result (a fused add's residual_out);
     # each is judged as a case of its own, and each gets its own upstream gradient in the backward
     results: tuple[str, ...] = ("y",)
+    # (gradient, count): a correct backward of this op that takes every step in the dtype rounds
+    # more than budgets.GRADIENT_ROUNDINGS counts (budgets.py: torch's autograd of F.normalize)
+    dtype_backward_roundings: tuple[tuple[str, int], ...] = ()
     knobs: tuple[str, ...] = field(init=False)
     # the operands whose regime a case chooses (weight, gate), in stream order: the order of their
     # parts in a case id, their suite keys and their results.csv columns
@@ -187,7 +190,7 @@ OPS: dict[str, Op] = {
            (X, GATE, WEIGHT), ("x", "gate", "weight", "eps"), _WEIGHTED + (K.GATE,),
            module_call=("x", "gate"), rounding="three_roundings"),
         Op("l2_norm", "y = x * rsqrt(sum(x^2) + eps)  (Qwen3.5 q/k before the delta rule)",
-           (X,), ("x", "eps"), _NORM, optional=("eps",)),
+           (X,), ("x", "eps"), _NORM, optional=("eps",), dtype_backward_roundings=(("dx", 10),)),
         Op("qk_norm", "RMSNorm of q/k over each head (Qwen3) or the whole H*D vector (OLMo2)",
            (X, WEIGHT), ("x", "weight", "num_heads", "eps"), _WEIGHTED + (K.SCOPE,), dims=HEAD_DIMS),
         # a norm module cannot take the positions: RoPE is not its business, so no class protocol

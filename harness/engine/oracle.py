@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normdiff.harness.data import rope
+from normdiff.harness.data import budgets, rope
 from normdiff.harness.data.contracts import Contract
 
 ACTIVATIONS = {
@@ -69,11 +69,12 @@ def normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
         return xs * d if contract.inverted else xs / d
 
 
-def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> np.ndarray:
+def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float, power: str = "nearest") -> np.ndarray:
     """RoPE in rotate_half form on (..., H * D) float64 x, one position per token (row): x * cos + rotate_half(x) * sin with
-    cos / sin of the float32 angles taken in float64, the same rotation for every head."""
+    cos / sin of the float32 angles taken in float64, the same rotation for every head (`power`:
+    which float32 neighbour of each frequency's power, rope.inverse_frequencies)."""
     tokens, dim = int(np.prod(x.shape[:-1])), x.shape[-1] // num_heads
-    angles = rope.angles(positions, dim, theta).astype(np.float64)
+    angles = rope.angles(positions, dim, theta, power).astype(np.float64)
     if angles.shape[0] != tokens:
         raise ValueError(f"{angles.shape[0]} positions for {tokens} tokens")
     emb = np.concatenate([angles, angles], axis=-1)[:, None, :]  # (tokens, 1 head, D)
@@ -96,20 +97,22 @@ def residual_sum(arrays: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(arrays["x"], dtype=np.float64) + np.asarray(arrays["residual"], dtype=np.float64)
 
 
-def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> np.ndarray:
-    """The contract's exact output y, float64, shaped like x (a fused add's first result)."""
+def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1, power: str = "nearest") -> np.ndarray:
+    """The contract's exact output y, float64, shaped like x (a fused add's first result). `power`
+    (RoPE): "other" rotates by the angles of the other float32 neighbour of each frequency's power,
+    the contract as a faithfully rounded pow may give it (rope.inverse_frequencies)."""
     if "residual" in arrays:  # add_rms_norm: the norm of h = x + residual, or (a bug) norm(x) + residual
         rest = {name: a for name, a in arrays.items() if name not in ("x", "residual")}
         h = residual_sum(arrays)
         if contract.residual_order == "after_norm":
-            return evaluate(contract, {"x": arrays["x"], **rest}, num_heads) + np.asarray(arrays["residual"], np.float64)
-        return evaluate(contract, {"x": h, **rest}, num_heads)
+            return evaluate(contract, {"x": arrays["x"], **rest}, num_heads, power) + np.asarray(arrays["residual"], np.float64)
+        return evaluate(contract, {"x": h, **rest}, num_heads, power)
     x = np.asarray(arrays["x"], dtype=np.float64)
     rotates = "positions" in arrays
     if rotates and x.shape[-1] % num_heads:
         raise ValueError(f"width {x.shape[-1]} is not divisible by num_heads={num_heads}")
     if rotates and contract.rope_order == "rope_then_norm":
-        x = rotate(x, arrays["positions"], num_heads, contract.rope_theta)
+        x = rotate(x, arrays["positions"], num_heads, contract.rope_theta, power)
     act = ACTIVATIONS[contract.gate_activation]
     gate = np.asarray(arrays["gate"], dtype=np.float64) if "gate" in arrays else None
     if gate is not None and contract.gate_order == "gate_then_norm":
@@ -131,7 +134,7 @@ def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int =
     if gate is not None and contract.gate_order == "norm_then_gate":
         y = y * act(gate)
     if rotates and contract.rope_order == "norm_then_rope":
-        y = rotate(y, arrays["positions"], num_heads, contract.rope_theta)
+        y = rotate(y, arrays["positions"], num_heads, contract.rope_theta, power)
     return y
 
 
@@ -155,38 +158,73 @@ def rms_norm_jacobian(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarra
 
 
 def centring_condition(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> float:
-    """kappa = max over the spans of mean|x| / sqrt(var(x) + eps): how ill-conditioned centring
-    is. A float32 mean errs by up to gamma_n mean|x|, and x - mean carries that error into every
-    element, relative to the span's spread (budgets.py, the "centred" rule). 0 for an op that does
-    not centre."""
+    """kappa, the worst span's: how ill-conditioned centring is where the judge counts its errors.
+    A float32 mean errs by up to g_n mean|x| (budgets.centring_gamma), x - mean carries that error
+    into every element, divided by sqrt(var + eps), and the judge counts it at the span's scale
+    (`span_scale`, max(rms(u), the error itself)); so kappa = mean|x| / (sqrt(var + eps) x that
+    scale) = min(mean|x| / sqrt(var), 1 / g_n), rms(u) being sqrt(var / (var + eps)). Dividing by
+    sqrt(var + eps) alone (the first version) undercounts it by 1 / rms(u) where eps dominates the
+    variance (budgets.py, "Centring"). 0 for an op that does not centre."""
     if not contract.centre:
         return 0.0
-    x = np.asarray(arrays["x"], dtype=np.float64)
-    heads = num_heads if contract.scope == "head" else 1
-    xs = x.reshape(*x.shape[:-1], heads, -1)
-    spread = np.sqrt(statistic(xs, "variance") + contract.eps)
+    xs = _spans(arrays["x"], contract, num_heads)
+    error = mean_error(xs, contract)
     with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = np.mean(np.abs(xs), axis=-1, keepdims=True) / spread
+        kappa = error / budgets.centring_gamma(xs.shape[-1]) / span_scale(xs, contract)
     kappa = kappa[np.isfinite(kappa)]
     return float(kappa.max()) if kappa.size else 0.0
 
 
+def _spans(x: np.ndarray, contract: Contract, num_heads: int) -> np.ndarray:
+    """x, float64, as (..., spans, n): the spans a centring op centres over."""
+    x = np.asarray(x, dtype=np.float64)
+    heads = num_heads if contract.scope == "head" else 1
+    return x.reshape(*x.shape[:-1], heads, -1)
+
+
+def mean_slip(xs: np.ndarray) -> np.ndarray:
+    """Per span, how far a legal float32 mean may be off: g_n mean|x| (budgets.centring_gamma)."""
+    return budgets.centring_gamma(xs.shape[-1]) * np.mean(np.abs(xs), axis=-1, keepdims=True)
+
+
+def mean_error(xs: np.ndarray, contract: Contract) -> np.ndarray:
+    """Per span, the most a legal float32 mean's error moves the normalised value, absolute:
+    g_n mean|x| / sqrt(var + eps) (`mean_slip`)."""
+    spread = np.sqrt(statistic(xs, "variance") + contract.eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return mean_slip(xs) / spread
+
+
+def span_scale(xs: np.ndarray, contract: Contract) -> np.ndarray:
+    """Per span, the scale of the normalised value at which its errors are counted: rms(u), but no
+    less than what a legal mean's error moves u by (`mean_error`). On a constant span u = 0 and
+    rms(u) = 0, while a correct float32 mean still leaves u ~ g_n mean|x| / sqrt(eps): counted at
+    rms(u) alone any such error is infinitely many ULPs; at this scale it is at most 1 / u_dtype,
+    and "mean not subtracted" (u = mean / sqrt(eps), 1 / g_n times more) stays far outside."""
+    u = normalise(xs, contract)
+    with np.errstate(invalid="ignore"):
+        rms = np.sqrt(np.mean(u * u, axis=-1, keepdims=True))
+    return np.maximum(_finite(rms), _finite(mean_error(xs, contract)))
+
+
+def _finite(a: np.ndarray) -> np.ndarray:
+    """a, with what is not finite (a span with no scale: 0 / 0) as 0: no floor there."""
+    return np.where(np.isfinite(a), a, 0.0)
+
+
 def centred_floor(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1) -> np.ndarray | None:
     """The least magnitude, per element, at which a centring op's errors are counted (None for the
-    other ops): rms(u) |offset + w| + |b|, u = the normalised value of the element's span. The
-    float32 mean's error is one value for the whole span, so it lands in every element alike,
-    relative to the span's scale rather than to |y|, which is ~0 wherever x is near the mean; and
-    y = u w + b can cancel to far below |u w|, which a float32 u w errs relative to (budgets.py,
-    "Centring")."""
+    other ops): s |offset + w| + |b|, s the span's scale of the normalised value (`span_scale`:
+    rms(u), or the error a legal mean leaves where that is larger). The float32 mean's error is one
+    value for the whole span, so it lands in every element alike, relative to the span's scale
+    rather than to |y|, which is ~0 wherever x is near the mean; and y = u w + b can cancel to far
+    below |u w|, which a float32 u w errs relative to (budgets.py, "Centring")."""
     if not contract.centre:
         return None
     x = np.asarray(arrays["x"], dtype=np.float64)
     width = x.shape[-1]
-    heads = num_heads if contract.scope == "head" else 1
-    u = normalise(x.reshape(*x.shape[:-1], heads, -1), contract)
-    with np.errstate(invalid="ignore"):
-        floor = np.sqrt(np.mean(u * u, axis=-1, keepdims=True)) * np.ones(u.shape)
-    floor = np.where(np.isfinite(floor), floor, 0.0).reshape(x.shape)
+    xs = _spans(x, contract, num_heads)
+    floor = (span_scale(xs, contract) * np.ones(xs.shape)).reshape(x.shape)
     scale = np.abs(contract.weight_offset + tiled(arrays["weight"], width)) if "weight" in arrays else 1.0
     if "bias" in arrays:
         b = np.abs(tiled(arrays["bias"], width))

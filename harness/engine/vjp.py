@@ -149,8 +149,12 @@ def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | Non
             # mean), as the forward's oracle.centred_floor counts it (and the budget's kappa term
             # bounds it there); a mean rounded to the dtype, which no correct backward does, stays
             # far outside
-            c = oracle.centred(_spans(x, contract, num_heads))
-            mag = np.maximum(np.abs(c), np.sqrt(np.mean(c * c, axis=-1, keepdims=True))).reshape(x.shape)
+            # (no less than a legal mean's own error, g_n mean|x|, as oracle.span_scale: on a
+            # constant span c = 0 while a correct mean leaves x - mean ~ g_n mean|x|)
+            spans = _spans(x, contract, num_heads)
+            c = oracle.centred(spans)
+            scale = np.maximum(np.sqrt(np.mean(c * c, axis=-1, keepdims=True)), oracle.mean_slip(spans))
+            mag = np.maximum(np.abs(c), scale).reshape(x.shape)
         x = stage(_centre_back(contract, num_heads, terms), _centred(x, contract, num_heads))
     plain = contract.replace(centre=False)
     u = _normalise(x, plain, num_heads)
@@ -159,10 +163,15 @@ def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | Non
     bias_first = bias is not None and "weight" in arrays and contract.bias_order == "before_scale"
     if bias_first:
         x = stage(_bias_back(bias, terms), x + _tiled(bias, x.shape[-1]))
+    rounded = terms is not None and contract.cast == "llama"  # saves u, then w * u, in the dtype
+    if rounded:
+        x = _subnormal_floor(x, terms)
     if "weight" in arrays:
         w = np.asarray(arrays["weight"], dtype=np.float64)
-        x = stage(_weight_back(x, w, contract.weight_offset, terms),
-                  x * (contract.weight_offset + _tiled(w, x.shape[-1])))
+        scale = contract.weight_offset + _tiled(w, x.shape[-1])
+        x = stage(_weight_back(x, w, contract.weight_offset, terms), x * scale)
+        if rounded:
+            x = _subnormal_floor(x, terms * np.maximum(np.abs(scale), 1.0))
     if bias is not None and not bias_first:
         x = stage(_bias_back(bias, terms), x + _tiled(bias, x.shape[-1]))
     if gate is not None and not gate_first:
@@ -200,6 +209,15 @@ def _flip(v: np.ndarray, num_heads: int) -> np.ndarray:
     heads = v.reshape(*v.shape[:-1], num_heads, v.shape[-1] // num_heads).copy()
     heads[..., heads.shape[-1] // 2:] *= -1.0
     return heads.reshape(v.shape)
+
+
+def _subnormal_floor(value: np.ndarray, floor) -> np.ndarray:
+    """A forward value a Llama cast rounds to the dtype (u, then w * u), as a magnitude no less than
+    `floor`: below the dtype's smallest normal that rounding errs by an absolute half subnormal
+    spacing, which every later product (dw = dy u, dgate = dy v silu') carries, so each term built
+    from it counts at least there, as the forward's judge.ulp_floor counts y (|offset + w| x the
+    smallest normal, no less than the smallest normal for the product's own rounding)."""
+    return np.maximum(np.abs(value), floor)
 
 
 def _term(terms: float | None):

@@ -311,3 +311,45 @@ def test_unknown_family_attribute_is_an_attribute_error():
 def test_weight_that_fits_no_q_norm_is_refused():
     with pytest.raises(ValueError, match="does not fit"):
         hf.fit_weight(torch.ones(48), torch.ones(32), heads=4)
+
+
+# ---- what an adapter cannot take is declared before the call (issue 15) ---------------------------
+
+ATTENTION_FAMILIES = [attr for attr, f in hf.FAMILIES.items() if f.attention]
+
+
+@pytest.mark.parametrize("attr", ATTENTION_FAMILIES)
+@pytest.mark.parametrize("head_dim", [3, 5, 7, 42])
+def test_the_declared_odd_head_dims_are_those_transformers_cannot_build(families, attr, head_dim):
+    # transformers' RoPE validation refuses an odd head_dim > 4 that its RoPE rotates whole; Qwen3.5
+    # and Qwen3-Next rotate a quarter of each head and build at any head_dim
+    refusal = hf.FAMILIES[attr].head_dim_refusal(head_dim)
+    try:
+        families[attr].attention(2, head_dim, 1e-6, torch.float32)
+        built = True
+    except Exception as exc:  # huggingface_hub's StrictDataclassClassValidationError
+        assert "even rotary dimension" in str(exc)
+        built = False
+    assert built == (refusal is None), (attr, head_dim, refusal)
+
+
+def test_an_odd_head_dim_is_unsupported_with_its_reason_in_both_passes():
+    listed = {i.name: i for i in hf_impls()}
+    gemma, qwen35 = listed["hf-gemma3"], listed["hf-qwen3.5"]
+    for case in (Case.from_id("qk_norm@gemma3/fp32/1x1x5/normal/w=ones"),
+                 Case.from_id("qk_norm@gemma3/fp32/1x1x5/normal/w=ones/dy=normal/out=dx")):
+        assert gemma.supports(case.op, case.convention, case.pass_) and not gemma.runs(case)
+        assert "odd head_dim (5)" in gemma.case_problem(case) and "Gemma3Attention" in gemma.case_problem(case)
+    assert qwen35.runs(Case.from_id("qk_norm@qwen3.5/fp32/1x1x5/normal/w=ones"))
+    # a case of another op@convention is the registry's business, not a case problem
+    assert gemma.case_problem(Case.from_id("rms_norm@qwen3/fp32/1x8/normal/w=ones")) is None
+
+
+def test_the_refused_cases_are_unsupported_in_a_fuzz_session():
+    from normdiff.harness.engine.session import Session
+    listed = {i.name: i for i in hf_impls()}
+    case = Case.from_id("qk_norm@olmo2/fp32/1x1x5/normal/w=ones")
+    with Session([listed["hf-olmo2"]]) as session:
+        (outcome,) = session.evaluate([case])
+    assert outcome.measurement.outcome == "unsupported"
+    assert "odd head_dim" in outcome.measurement.detail

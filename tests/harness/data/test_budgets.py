@@ -144,3 +144,14 @@ def test_each_catalogued_formula_bug_leaves_the_budget_where_it_is_exposed(bug, 
 def test_channel_bias_is_judged_only_with_enough_rows():
     assert channel_bias_budget(8) is None and channel_bias_budget(32) == pytest.approx(6 / 32 ** 0.5)
     assert channel_bias_budget(10_000) == 0.5
+
+
+def test_the_centring_term_is_g_n_kappa_and_a_constant_span_at_most_one_over_u():
+    from normdiff.harness.data.budgets import U32, centring, centring_gamma, gamma
+    # the mean's sum (gamma_n) and a fused x a - m a's two products (PyTorch's CPU kernel)
+    assert centring_gamma(2) == pytest.approx(gamma(2) + 2 * U32)
+    # the eps-dominated 1x2 case of issue 15: kappa = mean|x| / std = 24.6, (2 + 2) kappa float32 ULPs
+    assert centring("float32", 2, 24.6) == pytest.approx(4 * 24.6, rel=1e-6)
+    # kappa is capped at 1 / g_n (oracle.span_scale): the error is then the scale itself, 1 / u ULPs
+    for dtype, most in (("bfloat16", 256), ("float16", 2048), ("float32", 2**24)):
+        assert centring(dtype, 64, 1 / centring_gamma(64)) == pytest.approx(most)

@@ -25,3 +25,27 @@ def test_rope_angles_emulate_hf_float32():
 def test_rope_needs_an_even_head_dim():
     with pytest.raises(ValueError, match="even head_dim"):
         rope.inverse_frequencies(7, 1e4)
+
+
+@pytest.mark.parametrize("head_dim, theta", [(42, 1e6), (62, 1e6), (128, 1e6), (64, 1e4)])
+def test_the_other_power_is_the_other_float32_neighbour_of_the_exact_one(head_dim, theta):
+    f32 = np.float32
+    exponent = (np.arange(0, head_dim, 2, dtype=f32) / f32(head_dim)).astype(np.float64)
+    exact = np.float64(f32(theta)) ** exponent
+    nearest, other = (1 / rope.inverse_frequencies(head_dim, theta, p).astype(np.float64) for p in rope.POWERS)
+    # 1 / inv gives each power back within a float32 ulp: they straddle the exact power
+    lo, hi = np.minimum(nearest, other), np.maximum(nearest, other)
+    assert other[0] == nearest[0] == 1.0  # theta ** 0 is exact in any pow
+    assert (lo[1:] <= exact[1:] * (1 + 2**-23)).all() and (hi[1:] >= exact[1:] * (1 - 2**-23)).all()
+    # (the two reciprocals may round to one float32 inverse: then that frequency has one choice)
+    with pytest.raises(ValueError, match="power="):
+        rope.inverse_frequencies(head_dim, theta, "torch")
+
+
+def test_torch_pow_returns_one_of_the_two_neighbours():
+    # the contract's faithful-pow premise (engine/judge.py, Reference.nearest), on this torch
+    torch = pytest.importorskip("torch")
+    for head_dim in range(2, 258, 2):
+        pw = (1.0 / (1e6 ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))).numpy()
+        nearest, other = (rope.inverse_frequencies(head_dim, 1e6, p) for p in rope.POWERS)
+        assert ((pw == nearest) | (pw == other)).all(), head_dim

@@ -145,3 +145,97 @@ def test_rope_knobs_are_validated_and_described():
     for bad in (0.0, -1.0, float("inf"), float("nan"), "1e6"):
         with pytest.raises(ValueError, match="rope_theta"):
             c.replace(rope_theta=bad)
+
+
+# --- centring: where a LayerNorm's mean error is counted (budgets.py, "Centring") ----------------
+
+def _layer_norm_judged(case, out):
+    """`out` judged as the run judges it: the centred floor and the budget at the case's kappa."""
+    from normdiff.harness.data.budgets import budget_for
+    from normdiff.harness.data.dtypes import get_format
+    from normdiff.harness.engine import judge
+    inputs = case.inputs()
+    exact = oracle.evaluate(case.contract, inputs.arrays, inputs.num_heads)
+    budget = budget_for(case.dtype, case.op, case.span, oracle.centring_condition(case.contract, inputs.arrays))
+    return judge.judge(np.asarray(out), judge.reference_for(case, inputs, exact), get_format(case.dtype), budget)
+
+
+def _mean_not_subtracted(case):
+    """The ln-mean-not-subtracted mutant's output (its contract knob, through own NumPy)."""
+    from normdiff.implementations import numpy_own
+    return numpy_own.run(case.op, case.contract.replace(centre=False), case.inputs())
+
+
+# eps = 1e-5 over a variance of 7e-10: u = +-0.0085, and two values at mean 6.6e-4 (fuzz, issue 15)
+EPS_DOMINATED = "layer_norm@cohere/fp32/1x2/tiny_rms:1e-3/w=ones/b=zeros#2"
+
+
+def test_kappa_is_mean_over_std_where_eps_dominates_the_variance():
+    from normdiff.cases.model import Case
+    case = Case.from_id(EPS_DOMINATED)
+    x = case.inputs().arrays["x"].astype(np.float64)
+    # the mean's error, over sqrt(var + eps), counted at rms(u) = sqrt(var / (var + eps)): mean|x| / std
+    kappa = oracle.centring_condition(case.contract, case.inputs().arrays)
+    assert kappa == pytest.approx(np.abs(x).mean() / x.std(), rel=1e-9)
+    assert kappa > 20 * np.abs(x).mean() / np.sqrt(x.var() + case.contract.eps)  # the first version's
+
+
+def test_the_eps_dominated_case_is_within_and_mean_not_subtracted_outside():
+    torch = pytest.importorskip("torch")
+    from normdiff.cases.model import Case
+    from normdiff.implementations import torch_own
+    case = Case.from_id(EPS_DOMINATED)
+    correct = _layer_norm_judged(case, torch_own.run(case.op, case.contract, case.inputs()).to(torch.float32).numpy())
+    # measured 10.6 ulp, budget 10.4 before (kappa over sqrt(var + eps)); 108 now
+    assert correct.outcome in ("identical", "agree") and correct.max_ulp > 10.4, correct.max_ulp
+    bug = _layer_norm_judged(case, _mean_not_subtracted(case))
+    assert bug.outcome == "disagree" and bug.max_ulp > 1e5 * bug.tolerance_ulp
+
+
+def test_a_constant_row_is_counted_at_the_error_a_legal_mean_leaves():
+    from normdiff.cases.model import Case
+    from normdiff.harness.data.budgets import centring_gamma
+    case = Case.from_id("layer_norm@torch/bf16/1x1/normal/w=ones/b=zeros")
+    arrays = case.inputs().arrays
+    x = float(arrays["x"].astype(np.float64)[0, 0])
+    # u = 0 and rms(u) = 0: the floor is g_1 |x| / sqrt(eps), not 0, and kappa is 1 / g_1, not infinite
+    floor = oracle.centred_floor(case.contract, arrays)
+    assert floor[0, 0] == pytest.approx(centring_gamma(1) * abs(x) / np.sqrt(case.contract.eps))
+    assert oracle.centring_condition(case.contract, arrays) == pytest.approx(1 / centring_gamma(1))
+
+
+def test_torch_layer_norm_on_constant_rows_is_within_and_mean_not_subtracted_outside():
+    torch = pytest.importorskip("torch")
+    from normdiff.cases.model import Case
+    from normdiff.implementations import builtins
+    case = Case.from_id("layer_norm@torch/bf16/1x1/normal/w=ones/b=zeros")
+    # torch's CPU kernel computes x * rstd - mean * rstd: 4.8e-7 where the exact u is 0 (5.2e33 ulp
+    # at rms(u) = 0 before); 32 ulp at the floor, budget 258 (at most 1 / u_bf16 = 256 there)
+    out = builtins.functional_layer_norm(case.op, case.contract, case.inputs()).to(torch.float32).numpy()
+    correct = _layer_norm_judged(case, out.astype(case.inputs().arrays["x"].dtype))
+    assert correct.outcome == "agree" and 16 < correct.max_ulp < correct.tolerance_ulp, correct.max_ulp
+    bug = _layer_norm_judged(case, _mean_not_subtracted(case))
+    assert bug.outcome == "disagree" and bug.max_ulp > 1e5 * bug.tolerance_ulp
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_wider_constant_rows_too(dtype):
+    torch = pytest.importorskip("torch")
+    from normdiff.harness.data.budgets import budget_for
+    from normdiff.harness.data.dtypes import get_format
+    from normdiff.harness.engine import judge
+    fmt = get_format(dtype)
+    contract = get_contract("layer_norm", "torch")
+    rng = np.random.default_rng(0)
+    x = np.repeat(rng.normal(0, 3, (32, 1)), 48, axis=1).astype(fmt.np_dtype)  # each row one value
+    w = rng.normal(1, 0.5, 48).astype(fmt.np_dtype)
+    arrays = {"x": x, "weight": w, "bias": np.zeros(48, fmt.np_dtype)}
+    exact = oracle.evaluate(contract, arrays)
+    ref = judge.Reference(exact, fmt, floor=oracle.centred_floor(contract, arrays))
+    budget = budget_for(dtype, "layer_norm", 48, oracle.centring_condition(contract, arrays))
+    t = torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype))
+    tw = torch.from_numpy(w.astype(np.float32)).to(t.dtype)
+    out = torch.nn.functional.layer_norm(t, (48,), tw, torch.zeros_like(tw), contract.eps).float().numpy()
+    assert judge.judge(out.astype(fmt.np_dtype), ref, fmt, budget).outcome in ("identical", "agree")
+    bug = (x.astype(np.float64) / np.sqrt(contract.eps) * w).astype(fmt.np_dtype)  # mean not subtracted
+    assert judge.judge(bug, ref, fmt, budget).max_ulp > 100 * budget

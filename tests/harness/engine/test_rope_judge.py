@@ -71,3 +71,55 @@ def test_non_finite_partners_count_as_zero():
     ref[1, 0] = np.nan
     mag = ulp_magnitude(ref, "qk_norm_rope", HEADS)
     assert np.isnan(mag[1, 0]) and mag[1, DIM // 2] == abs(ref[1, DIM // 2])
+
+
+# --- a faithfully rounded pow: each frequency judged at the nearer float32 neighbour of its power ---
+
+def _rope_case_judged(case_id, out_of):
+    """The run's judgement of implementation function `out_of(case)` on a qk_norm_rope case."""
+    from normdiff.cases.model import Case
+    from normdiff.harness.engine.runner import prepare
+    case = Case.from_id(case_id)
+    p = prepare(case)
+    e = p.expected["y"]
+    return judge(out_of(case, p.inputs), e.ref, get_format(case.dtype), e.budget, case.num_heads, case.op)
+
+
+ODD_HALF = "qk_norm_rope@qwen3/fp32/1x1x42/normal/w=ones"  # torch's pow is an ulp off at frequency 6
+
+
+def test_torch_rope_at_an_odd_half_head_dim_is_within_its_budget():
+    import pytest
+    torch = pytest.importorskip("torch")
+    from normdiff.implementations import torch_own
+
+    def torch_rope(case, inputs):
+        return torch_own.run(case.op, case.contract, inputs).to(torch.float32).numpy()
+    # 40.5 float32 ULPs against the correctly rounded frequencies (budget 39); 1.18 at the nearer
+    m = _rope_case_judged(ODD_HALF, torch_rope)
+    assert m.outcome == "agree" and m.max_ulp < 2, m.max_ulp
+
+
+def test_qk_norm_after_rope_is_still_far_outside():
+    from normdiff.implementations import numpy_own
+
+    def after_rope(case, inputs):
+        return numpy_own.run(case.op, case.contract.replace(rope_order="rope_then_norm"), inputs)
+    m = _rope_case_judged("qk_norm_rope@qwen3/fp32/4x2x42/normal/w=trained", after_rope)
+    assert m.outcome == "disagree" and m.max_ulp > 1e5 * m.tolerance_ulp
+
+
+def test_one_choice_per_frequency_not_per_element():
+    # an output that takes the nearest power in one row and the other in the next is not one
+    # inv_freq buffer: judged against either, one of its rows is off by the angle's move
+    from normdiff.cases.model import Case
+    from normdiff.harness.engine import judge as J, oracle
+    case = Case.from_id("qk_norm_rope@qwen3/fp32/2x1x42/normal/w=ones")
+    inputs = case.inputs()
+    exact = oracle.evaluate(case.contract, inputs.arrays, 1)
+    other = oracle.evaluate(case.contract, inputs.arrays, 1, power="other")
+    ref = J.reference_for(case, inputs, exact)
+    fmt = get_format("float32")
+    for out, ok in ((exact, True), (other, True), (np.stack([exact[0], other[1]]), False)):
+        m = judge(fmt.round(out).astype(np.float32), ref, fmt, 39.0, 1, case.op)
+        assert (m.outcome in ("identical", "agree")) == ok, (ok, m.max_ulp)
