@@ -21,8 +21,11 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/normdiff run --suite $(SUITE) --out $(REPORT)
 
+# TEST_JOBS: pytest-xdist workers (auto: one per core). loadscope keeps a module on one worker, so
+# its module fixtures (e.g. the default run test_mutants shares) run once; the order is conftest's.
+TEST_JOBS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_run.py

@@ -337,9 +337,17 @@ def jitted(c: Contract, num_heads: int):
     return fn
 
 
+# Fewer rows than this are padded up to it: each distinct row count is a program to trace and
+# compile (or load from the cache, ~60 ms each here), and 64 rows of even the widest case (7168) are
+# a few hundred microseconds of work. The default suite's forward calls need 119 programs instead
+# of 158 with powers of two from 1 (benchmarks/bench_run.py measures the run).
+MIN_PADDED_ROWS = 64
+
+
 def padded_rows(n: int) -> int:
-    """The next power of two >= n, so that batches of different sizes share compiled shapes."""
-    return 1 << max(n - 1, 0).bit_length()
+    """The next power of two >= n, at least MIN_PADDED_ROWS, so that batches of different sizes
+    share compiled shapes."""
+    return max(MIN_PADDED_ROWS, 1 << max(n - 1, 0).bit_length())
 
 
 def _pad(a: np.ndarray, rows: int) -> np.ndarray:

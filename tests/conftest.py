@@ -25,6 +25,23 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+# The longest modules, first. `make test` hands whole modules to its xdist workers in collection
+# order (loadscope, no reordering); a 200 s module collected last would leave the other core idle
+# for its whole length. Scheduling only: measured serially on the 2-core machine, 2026-12-01
+# (test_reliability 200 s, test_check_frameworks 153, test_check 112, test_mutants 98,
+# test_check_thirdparty 51; every other module under 35 s).
+LONGEST_FIRST = ("tests/test_reliability.py", "tests/harness/commands/test_check_frameworks.py",
+                 "tests/harness/commands/test_check.py", "tests/implementations/test_mutants.py",
+                 "tests/harness/commands/test_check_thirdparty.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)  # stable: every module keeps its own order
+
+
 
 CASES = (
     Case.of("rms_norm", "qwen3", "bfloat16", "4x128", regime="tiny_rms:1e-3", weight="trained"),

@@ -374,7 +374,8 @@ def test_weight_offset_is_traced_and_scope_full_ignores_heads(jax_own):
 
 
 def test_padded_rows(jax_own):
-    assert [jax_own.padded_rows(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
+    floor = jax_own.MIN_PADDED_ROWS
+    assert [jax_own.padded_rows(n) for n in (1, 9, floor, floor + 1, 3 * floor)] == [floor, floor, floor, 2 * floor, 4 * floor]
 
 
 # ---- compilation cache directory --------------------------------------------------------------

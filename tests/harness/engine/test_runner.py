@@ -83,13 +83,17 @@ def test_missing_framework_is_unavailable_not_failed(fixtures_dir):
     assert verdict(report.results) == "unavailable"
 
 
-def test_unsupported_pairs_are_reported(fixtures_dir):
+def test_pairs_not_implemented_have_no_row_and_a_missing_pass_is_unsupported(fixtures_dir):
     impl = Implementation("fx-rms-only", "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:correct",
                           frozenset({("rms_norm", "qwen3")}))
-    report = api.run_suite(SUITE, [impl])
+    backward = Case.of("rms_norm", "qwen3", "float32", "4x128", dy="normal")
+    report = api.run_suite(Suite("pairs", "", (*SUITE.cases, *backward.outputs())), [impl])
     got = report.results.set_index("case_id")["outcome"].astype(str)
     assert got[CASES[0].id] in ("identical", "agree")
-    assert got[CASES[1].id] == got[CASES[2].id] == "unsupported"
+    assert CASES[1].id not in got and CASES[2].id not in got  # other op@conventions: no row
+    rows = report.results.set_index("case_id")
+    for c in backward.outputs():  # its op@convention, a pass it lacks: a row that says so
+        assert rows.loc[c.id, "outcome"] == "unsupported" and "has no backward pass" in rows.loc[c.id, "detail"]
 
 
 def test_batched_rows_give_the_same_result_as_one_case_at_a_time(fixtures_dir):
