@@ -25,7 +25,8 @@ run: $(STAMP)
 # its module fixtures (e.g. the default run test_mutants shares) run once; the order is conftest's.
 TEST_JOBS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_run.py

