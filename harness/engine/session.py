@@ -142,8 +142,7 @@ class Session:
         for impl in self.implementations:
             for p in prepared:
                 if not impl.runs(p.case):
-                    # a case-level refusal (Implementation.case_problem) where the note has no other reason
-                    note = runner.unsupported_note(impl, p.case) or impl.case_problem(p.case)
+                    note = runner.unsupported_note(impl, p.case)
                     outcomes += [Outcome(e.case, impl, judge.failure("unsupported", note)) for e in p.expected.values()]
                 elif impl.name in self.unavailable:
                     outcomes += [Outcome(e.case, impl, judge.failure("unavailable", self.unavailable[impl.name]))
