@@ -34,14 +34,23 @@ MAX_EXACT_POSITION = 2**24  # float32 holds every integer below this exactly
 POWERS = ("nearest", "other")  # which float32 neighbour of the exact power (`inverse_frequencies`)
 
 
-def inverse_frequencies(head_dim: int, theta: float, power: str = "nearest") -> np.ndarray:
+def inverse_frequencies(head_dim: int, theta: float, power="nearest") -> np.ndarray:
     """float32 1 / theta ** (arange(0, D, 2) / D), float32 at every step, the power correctly
     rounded to float32 (computed in float64). power="other": the power rounded to its other float32
     neighbour instead, the one a faithfully rounded pow (within 1 ulp, as torch's) may return where
     the exact power lies near a midpoint (`Reference` in engine/judge.py judges each frequency's
-    pairs against the nearer of the two; theta ** 0 = 1 is exact in any pow, so it has no other)."""
+    pairs against the nearer of the two; theta ** 0 = 1 is exact in any pow, so it has no other).
+    power may also be a boolean array of D/2, one choice per frequency (True: the other neighbour):
+    the frequencies one implementation's pow returned, when the judge has found them (a backward
+    mixes every frequency's terms, so its exact value needs the whole choice at once)."""
     if head_dim % 2:
         raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
+    if not isinstance(power, str):
+        choice = np.asarray(power, dtype=bool)
+        if choice.shape != (head_dim // 2,):
+            raise ValueError(f"a per-frequency power choice needs {head_dim // 2} entries, got {choice.shape}")
+        return np.where(choice, inverse_frequencies(head_dim, theta, "other"),
+                        inverse_frequencies(head_dim, theta, "nearest"))
     if power not in POWERS:
         raise ValueError(f"power={power!r} is not one of {POWERS}")
     f32 = np.float32
@@ -54,7 +63,7 @@ def inverse_frequencies(head_dim: int, theta: float, power: str = "nearest") -> 
     return f32(1.0) / rounded
 
 
-def angles(positions, head_dim: int, theta: float, power: str = "nearest") -> np.ndarray:
+def angles(positions, head_dim: int, theta: float, power="nearest") -> np.ndarray:
     """float32 angles (tokens, D/2): float32(position) * inv_freq rounded to float32
     (`position_ids.float() * inv_freq`, one rounding; `power`: `inverse_frequencies`')."""
     positions = np.asarray(positions).reshape(-1)

@@ -69,7 +69,7 @@ def normalise(xs: np.ndarray, contract: Contract) -> np.ndarray:
         return xs * d if contract.inverted else xs / d
 
 
-def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float, power: str = "nearest") -> np.ndarray:
+def rotate(x: np.ndarray, positions: np.ndarray, num_heads: int, theta: float, power="nearest") -> np.ndarray:
     """RoPE in rotate_half form on (..., H * D) float64 x, one position per token (row): x * cos + rotate_half(x) * sin with
     cos / sin of the float32 angles taken in float64, the same rotation for every head (`power`:
     which float32 neighbour of each frequency's power, rope.inverse_frequencies)."""
@@ -97,7 +97,7 @@ def residual_sum(arrays: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(arrays["x"], dtype=np.float64) + np.asarray(arrays["residual"], dtype=np.float64)
 
 
-def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1, power: str = "nearest") -> np.ndarray:
+def evaluate(contract: Contract, arrays: dict[str, np.ndarray], num_heads: int = 1, power="nearest") -> np.ndarray:
     """The contract's exact output y, float64, shaped like x (a fused add's first result). `power`
     (RoPE): "other" rotates by the angles of the other float32 neighbour of each frequency's power,
     the contract as a faithfully rounded pow may give it (rope.inverse_frequencies)."""

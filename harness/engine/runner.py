@@ -11,6 +11,8 @@ call: far fewer calls and, for JAX, far fewer compilations.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 import queue
 import shutil
@@ -109,15 +111,27 @@ def prepare(case: Case, outputs: list[Case] | None = None) -> Prepared:
     grads = vjp(case.contract, inputs.arrays, dy, inputs.num_heads)
     fmt = get_format(case.dtype)
     scales = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, absolute=True, floor=2.0 ** fmt.min_exponent)
+    rotates = "positions" in inputs.arrays  # RoPE: the other legal frequencies (judge.Reference.nearest)
+    other = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, power="other") if rotates else {}
     expected = {}
     for c in outputs or case.outputs():
         name = c.operand
         # dw and db sum their terms over the rows and over the heads that share a per-head weight
         reduced = inputs.arrays["x"].size // inputs.arrays[name].size if c.output in ("dw", "db") else 1
-        ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
+        if rotates:  # grouped by frequency over the heads this operand spans (a per-head dw: one)
+            heads = inputs.arrays[name].shape[-1] * inputs.num_heads // inputs.arrays["x"].shape[-1]
+            mixed = functools.partial(_gradient_at, case.contract, inputs.arrays, dy, inputs.num_heads, name)
+            ref = judge.Reference(grads[name], fmt, heads, floor=scales[name], other=other[name], mixed=mixed)
+        else:
+            ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
         expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced, condition),
                                   gradient_systematic(c.dtype, c.output, c.span, reduced, condition))
     return Prepared(case, inputs, expected, dy)
+
+
+def _gradient_at(contract, arrays: dict, dy, num_heads: int, name: str, power) -> np.ndarray:
+    """The exact gradient of operand `name` at RoPE angles of one power choice per frequency."""
+    return vjp(contract, arrays, dy, num_heads, power=power)[name]
 
 
 def prepare_all(cases: list[Case]) -> list[Prepared]:

@@ -81,7 +81,7 @@ _ACTIVATION_GRAD_TERMS = {"silu": _silu_grad_terms, "sigmoid": _sigmoid_grad}
 
 
 def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_heads: int = 1,
-        absolute: bool = False, floor: float = 0.0) -> dict[str, np.ndarray]:
+        absolute: bool = False, floor: float = 0.0, power="nearest") -> dict[str, np.ndarray]:
     """J^T dy of `oracle.evaluate(contract, arrays, num_heads)`, float64: {"x", "weight", "gate"}
     for those of them in `arrays`, each shaped like its operand.
 
@@ -92,7 +92,8 @@ def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_h
     which can cancel to far below them (budgets.py, `gradient_budget`). `floor` (absolute only) is
     the least magnitude a product term counts at: the dtype's smallest normal, below which a
     product rounded in the dtype errs by an absolute half subnormal spacing, not a relative one (a
-    fp16 dy of 1e-4 times a weight is subnormal), as the forward's `ulp_floor` does."""
+    fp16 dy of 1e-4 times a weight is subnormal), as the forward's `ulp_floor` does. `power`
+    (RoPE): which float32 neighbour of each frequency's power the angles use (rope.inverse_frequencies)."""
     x = np.asarray(arrays["x"], dtype=np.float64)
     upstream = dict(dy) if isinstance(dy, dict) else {"y": dy}
     upstream = {name: np.asarray(g, dtype=np.float64) for name, g in upstream.items()}
@@ -102,7 +103,7 @@ def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_h
     if absolute:
         upstream = {name: np.abs(g) for name, g in upstream.items()}
     dy = upstream["y"]
-    stages = _stages(contract, arrays, num_heads, floor if absolute else None, upstream.get("residual_out"))
+    stages = _stages(contract, arrays, num_heads, floor if absolute else None, upstream.get("residual_out"), power)
     grads: dict[str, np.ndarray] = {}
     for stage in reversed(stages):
         dy = stage(dy, grads)
@@ -111,7 +112,7 @@ def vjp(contract: Contract, arrays: dict[str, np.ndarray], dy: np.ndarray, num_h
 
 
 def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | None = None,
-            d_sum: np.ndarray | None = None) -> list:
+            d_sum: np.ndarray | None = None, power="nearest") -> list:
     """Runs the forward as `oracle.evaluate` does, keeping each stage's input, and returns each
     stage's backward: a function (gradient of its output, grads) -> gradient of its input, which
     adds the stage's operand gradient to grads. `terms`: None for the VJP itself; a floor for the
@@ -132,13 +133,13 @@ def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | Non
         stages.append(back)
         return y
 
-    rotation = (positions, num_heads, contract.rope_theta, terms)
+    rotation = (positions, num_heads, contract.rope_theta, power, terms)
     act = contract.gate_activation
     sum_first = residual is not None and contract.residual_order == "before_norm"
     if sum_first:  # h = x + residual, then the norm of h
         x = stage(_sum_back(d_sum), x + residual)
     if rope_first:
-        x = stage(_rope_back(*rotation), oracle.rotate(x, *rotation[:3]))
+        x = stage(_rope_back(*rotation), oracle.rotate(x, *rotation[:4]))
     if gate_first:
         x = stage(_gate_back(x, gate, act, terms), x * _activate(gate, act))
     mag = None  # absolute: the centred value's magnitude, floored at its span's scale
@@ -185,11 +186,11 @@ def _stages(contract: Contract, arrays: dict, num_heads: int, terms: float | Non
 
 # ---- the stages' backwards ---------------------------------------------------------------------
 
-def _rope_back(positions, num_heads: int, theta: float, terms: float | None = None):
+def _rope_back(positions, num_heads: int, theta: float, power="nearest", terms: float | None = None):
     def back(g, grads):
         if terms is not None:  # |g_i cos| + |g_partner sin|: R^T's two products in magnitude
             return np.maximum(_rotate_terms(g, positions, num_heads, theta), terms)
-        return _flip(oracle.rotate(_flip(g, num_heads), positions, num_heads, theta), num_heads)
+        return _flip(oracle.rotate(_flip(g, num_heads), positions, num_heads, theta, power), num_heads)
     return back
 
 

@@ -123,3 +123,64 @@ def test_one_choice_per_frequency_not_per_element():
     for out, ok in ((exact, True), (other, True), (np.stack([exact[0], other[1]]), False)):
         m = judge(fmt.round(out).astype(np.float32), ref, fmt, 39.0, 1, case.op)
         assert (m.outcome in ("identical", "agree")) == ok, (ok, m.max_ulp)
+
+
+# --- the backward: dw per frequency, dx (whose projection term sums every frequency) at the choice ---
+
+BACKWARD = "qk_norm_rope@qwen3/fp32/2x2x124/normal/w=trained/dy=normal"  # torch's pow: an ulp off at D = 124
+
+
+def _gradients_judged(grads_of, case_id=BACKWARD):
+    """{operand: Measurement} of the gradients `grads_of(case, inputs, dy)` returns, as run judges them."""
+    from normdiff.cases.model import Case
+    from normdiff.harness.engine.runner import prepare
+    p = prepare(Case.from_id(case_id + "/out=dx"))
+    fmt = get_format(p.case.dtype)
+    grads = grads_of(p.case, p.inputs, p.dy)
+    return {name: judge(fmt.round(grads[name]).astype(np.float32), e.ref, fmt, e.budget, p.case.num_heads,
+                        operand=name) for name, e in p.expected.items()}
+
+
+def _exact_gradients(power):
+    from normdiff.harness.engine.vjp import vjp
+    return lambda case, inputs, dy: vjp(case.contract, inputs.arrays, dy, inputs.num_heads, power=power)
+
+
+def test_gradients_at_a_faithful_pow_are_judged_at_its_frequencies():
+    # one frequency at the other neighbour of its power moves dx and dw by position x ulp(inv) there;
+    # dx's projection term carries that into every element of the head, so dx is judged at the exact
+    # gradient of the whole choice, not element by element
+    choice = np.zeros(62, dtype=bool)
+    choice[[5, 40]] = True
+    for name, m in _gradients_judged(_exact_gradients(choice)).items():
+        assert m.outcome in ("identical", "agree") and m.max_ulp <= 0.5, (name, m.max_ulp)
+    # rows of one call at different choices are not one inv_freq buffer
+    from normdiff.harness.engine.vjp import vjp
+
+    def mixed_rows(case, inputs, dy):
+        a, b = (vjp(case.contract, inputs.arrays, dy, inputs.num_heads, power=p) for p in ("nearest", "other"))
+        return {"x": np.concatenate([a["x"][:1], b["x"][1:]]), "weight": a["weight"]}
+    assert _gradients_judged(mixed_rows)["x"].outcome == "disagree"
+
+
+def test_torch_rope_backward_at_a_head_dim_where_its_pow_is_off_agrees():
+    import pytest
+    torch = pytest.importorskip("torch")
+    from normdiff.implementations import torch_own
+
+    def torch_grads(case, inputs, dy):
+        grads = torch_own.backward(case.op, case.contract, inputs, dy)
+        return {name: g.to(torch.float64).numpy() for name, g in grads.items()}
+    # against the correctly rounded frequencies alone: dw 423 ulp (budget 89) on 1x1x124
+    for name, m in _gradients_judged(torch_grads).items():
+        assert m.outcome in ("identical", "agree") and m.max_ulp < 4, (name, m.max_ulp)
+
+
+def test_a_flip_whose_projection_shift_hides_the_own_one_is_still_found():
+    # torch's pow is off at frequency 2 of D = 14 (fuzz's minimal case: 122 ulp of dx against 89,
+    # judged at the correctly rounded frequencies); flipping every frequency at once moves dx by
+    # frequency 1's ~2200 ulp everywhere, so no per-frequency comparison with it finds frequency 2
+    choice = np.zeros(7, dtype=bool)
+    choice[2] = True
+    judged = _gradients_judged(_exact_gradients(choice), "qk_norm_rope@qwen3/fp32/3x8x14/normal/w=ones/dy=normal")
+    assert all(m.max_ulp <= 0.5 for m in judged.values()), {n: m.max_ulp for n, m in judged.items()}
