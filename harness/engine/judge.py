@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normdiff.harness.data.budgets import channel_bias_budget
+from normdiff.harness.data.budgets import channel_bias_budgets
 from normdiff.harness.data.dtypes import FloatFormat, format_of, get_format
 from normdiff.harness.data.ops import OPS
 from normdiff.harness.engine import oracle
@@ -341,7 +341,7 @@ def _judge_channel_bias(m: Measurement, channels, systematic: float = 0.0) -> No
     means, counts, ref = channels
 
     def excess_at(counts):
-        limits = np.array([np.nan if (b := channel_bias_budget(int(k))) is None else b + systematic for k in counts])
+        limits = channel_bias_budgets(counts) + systematic
         judged = np.isfinite(limits) & np.isfinite(means)
         return limits, np.where(judged, np.abs(means) - limits, -np.inf)
     rows = counts

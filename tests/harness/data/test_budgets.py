@@ -8,7 +8,8 @@ import pytest
 from normdiff.cases import suites
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
-from normdiff.harness.data.budgets import CHAINS, budget_for, budget_table, channel_bias_budget, chain, reduction
+from normdiff.harness.data.budgets import (CHAINS, budget_for, budget_table, channel_bias_budget, channel_bias_budgets,
+                                          chain, reduction)
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.knobs import ROUNDING_KNOBS
@@ -144,6 +145,10 @@ def test_each_catalogued_formula_bug_leaves_the_budget_where_it_is_exposed(bug, 
 def test_channel_bias_is_judged_only_with_enough_rows():
     assert channel_bias_budget(8) is None and channel_bias_budget(32) == pytest.approx(6 / 32 ** 0.5)
     assert channel_bias_budget(10_000) == 0.5
+    rows = np.array([0, 1, 8, 31, 32, 33, 100, 144, 10_000])
+    at_once = channel_bias_budgets(rows)
+    one_by_one = [channel_bias_budget(int(k)) for k in rows]
+    assert [None if np.isnan(v) else v for v in at_once] == one_by_one
 
 
 def test_the_centring_term_is_g_n_kappa_and_a_constant_span_at_most_one_over_u():
