@@ -64,10 +64,17 @@ def test_finding_layer_norm_statistics_in_the_input_dtype(report, ran):
 
 
 @needs_clang
-def test_fp16_outlier_rows_collapse_to_the_bias():
+def test_fp16_outlier_rows_collapse_to_the_bias(monkeypatch):
     """(x - mean)^2 overflows fp16 past |x - mean| = 256: the variance is inf, rsqrt 0, y = b, on most
     such rows (15 of these 16; clang keeps some fp16 products in float32, so not on every one)."""
     from normdiff.implementations import runtime_tinygrad
+    from normdiff.implementations.frameworks import tinygrad as framework
+
+    # in this process, as a worker sets it up before its first call (without CC tinygrad looks for
+    # a `clang` that may not exist; this test passed only where an earlier test had set it)
+    monkeypatch.setenv("DEV", "CPU")
+    monkeypatch.setenv("CACHELEVEL", "0")
+    monkeypatch.setenv("CC", framework._compiler())
 
     case = Case.from_id(LN_FINDINGS[1])
     inputs = case.inputs()
