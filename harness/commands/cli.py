@@ -421,6 +421,9 @@ def _fuzz_parser(sub) -> None:
     fz.add_argument("--no-database", action="store_true", help="neither replay nor save examples in "
                     "Hypothesis' example database (normdiff's cache)")
     fz.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    fz.add_argument("--dask", metavar="ADDRESS", help="a campaign on the Dask cluster at ADDRESS (local: a "
+                    "LocalCluster here): one search per implementation x op@convention, each with its own seed "
+                    "and --max-time / --max-examples; exit 3 when nothing was found but a shard did not search")
 
 
 def _fuzz(args) -> int:
@@ -444,14 +447,40 @@ def _fuzz(args) -> int:
     if not impls:
         raise UsageError("nothing to fuzz: give -i NAME (normdiff list implementations) or --with TARGET --op OP "
                          "--convention CONV")
-    result = fuzz.fuzz(impls, op=args.op, convention=args.convention, dtypes=args.dtypes, passes=args.passes,
-                       regimes=args.regimes, max_time=args.max_time, max_examples=args.max_examples, seed=args.seed,
-                       timeout=args.timeout, shrink_time=args.shrink_time, max_rows=args.max_rows,
-                       max_width=args.max_width, database=not args.no_database)
+    options = dict(dtypes=args.dtypes, regimes=args.regimes, max_time=args.max_time, max_examples=args.max_examples,
+                   timeout=args.timeout, shrink_time=args.shrink_time, max_rows=args.max_rows,
+                   max_width=args.max_width, database=not args.no_database)
+    if args.dask is not None:
+        return _fuzz_campaign(args, impls, options)
+    result = fuzz.fuzz(impls, op=args.op, convention=args.convention, passes=args.passes, seed=args.seed, **options)
     if args.json:
         print(json.dumps(result.as_dict(), default=_json_default))
     else:
         print(fuzz.describe(result))
+    return result.exit_code
+
+
+def _fuzz_campaign(args, impls, options) -> int:
+    """fuzz --dask: each shard's line as it arrives (unless --json); stopped, the shards that
+    finished are printed before the one line a stop gets."""
+    from normdiff.harness.commands import fuzz_campaign
+
+    progress = None if args.json else lambda shard, value: print(fuzz_campaign.describe_shard(shard, value),
+                                                                 flush=True)
+    seed = fuzz_campaign.new_seed() if args.seed is None else args.seed
+    shards = fuzz_campaign.plan(impls, seed, args.passes, args.op, args.convention, **options)  # usage errors first
+    if not args.json:
+        print(f"normdiff fuzz campaign on {args.dask}: {len(shards)} shard{'s' if len(shards) != 1 else ''} "
+              f"(an implementation x op@convention each; seed {seed})", flush=True)
+    try:
+        result = fuzz_campaign.campaign(impls, args.dask, seed=seed, passes=args.passes, op=args.op,
+                                        convention=args.convention, progress=progress, **options)
+    except interrupts.Interrupted as stop:
+        if args.json and stop.partial is not None:
+            print(json.dumps(stop.partial.as_dict(), default=_json_default))
+        raise
+    print(json.dumps(result.as_dict(), default=_json_default) if args.json
+          else fuzz_campaign.describe(result, shards=False))
     return result.exit_code
 
 

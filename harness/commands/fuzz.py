@@ -317,6 +317,20 @@ def minimal_of(outcome: Outcome, from_database: bool = False) -> dict:
             "from_database": from_database}
 
 
+def check_options(max_time=None, max_examples=None, shrink_time=DEFAULT_SHRINK_TIME, timeout=DEFAULT_TIMEOUT,
+                  seed=None, **_others) -> None:
+    """The numeric options' UsageErrors, raised before anything starts (the others are checked
+    where they are used)."""
+    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
+                                     or max_examples < 1):
+        raise UsageError(f"max_examples must be a whole number >= 1, got {max_examples!r}")
+    for name, value in (("max_time", max_time), ("shrink_time", shrink_time), ("timeout", timeout)):
+        if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+            raise UsageError(f"{name} must be a number of seconds above 0, got {value!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError(f"seed must be a whole number >= 0, got {seed!r}")
+
+
 def fuzz(impls: list[Implementation], *, op: str | None = None, convention: str | None = None, dtypes=(),
          passes: str | None = None, regimes=(), max_time: float | None = None, max_examples: int | None = None,
          seed: int | None = None, timeout: float = DEFAULT_TIMEOUT, shrink_time: float = DEFAULT_SHRINK_TIME,
@@ -334,16 +348,9 @@ def fuzz(impls: list[Implementation], *, op: str | None = None, convention: str 
 
     if not impls:
         raise UsageError("nothing to fuzz: give -i NAME or --with TARGET --op OP --convention CONV")
-    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
-                                     or max_examples < 1):
-        raise UsageError(f"max_examples must be a whole number >= 1, got {max_examples!r}")
-    for name, value in (("max_time", max_time), ("shrink_time", shrink_time), ("timeout", timeout)):
-        if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-            raise UsageError(f"{name} must be a number of seconds above 0, got {value!r}")
+    check_options(max_time=max_time, max_examples=max_examples, shrink_time=shrink_time, timeout=timeout, seed=seed)
     if max_time is None and max_examples is None:
         max_time = DEFAULT_MAX_TIME
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError(f"seed must be a whole number >= 0, got {seed!r}")
     chosen_passes = passes_for(impls, passes)
     pairs = pairs_for(impls, chosen_passes, op, convention)
     strategy = case_strategy(impls, chosen_passes, pairs, dtypes, max_rows, max_width, regimes, layouts)
