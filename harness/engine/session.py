@@ -25,7 +25,7 @@ from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from normdiff.cases.model import Case
-from normdiff.harness.data.findings import KNOWN, Finding
+from normdiff.harness.data.findings import KNOWN, Finding, allows
 from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN, PASSING
 from normdiff.harness.engine import judge, runner
 from normdiff.harness.engine.pool import Worker
@@ -203,6 +203,6 @@ def explaining(outcome: Outcome, targets: dict | None = None, known: tuple[Findi
             from normdiff.harness.engine.tables import case_columns
 
             row = {k: str(v) for k, v in case_columns(outcome.case).items()}
-        if all(row.get(column) in (value if isinstance(value, tuple) else (value,)) for column, value in finding.where):
+        if all(allows(value, row.get(column, "")) for column, value in finding.where):
             return finding.explanation
     return ""

@@ -15,6 +15,7 @@ Imports pandas: the engine's api imports this module only once the workers are c
 from __future__ import annotations
 
 import itertools
+import re
 import shlex
 from collections import defaultdict
 
@@ -129,8 +130,10 @@ def finding_mask(finding: Finding, results: pd.DataFrame, targets: dict | None =
     target (`targets`: implementation name -> target) is the same library function."""
     names = {finding.implementation} | {n for n, t in (targets or {}).items() if t in finding.targets}
     hit = results["implementation"].isin(names)
-    for column, value in finding.where:  # a value, or a tuple of the values it may have
-        hit &= results[column].astype(str).isin(value if isinstance(value, tuple) else (value,))
+    for column, value in finding.where:  # a value, a tuple of the values it may have, or a pattern
+        cells = results[column].astype(str)
+        hit &= cells.str.fullmatch(value.pattern) if isinstance(value, re.Pattern) else \
+            cells.isin(value if isinstance(value, tuple) else (value,))
     return hit
 
 
