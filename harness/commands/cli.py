@@ -160,6 +160,13 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
     _pass_option(explain)
     _fuzz_parser(sub)
+    wts = sub.add_parser("weights", help="a checkpoint's norm weights: statistics, storage (w or 1 + w), and "
+                                         "what a conversion did to them")
+    wts.add_argument("checkpoint", help="a .safetensors file or a folder of them (with its config.json, the "
+                                        "model's classes say which storage each norm expects)")
+    wts.add_argument("--against", metavar="ORIGINAL", help="the checkpoint it was converted from: each norm "
+                     "tensor's fold (+1, +2, missing, where none belongs) is judged; exit 1 when one is wrong")
+    wts.add_argument("--json", action="store_true", help="print exactly one JSON object")
     lst = sub.add_parser("list", help="list implementations, conventions, suites, ops, bugs or layouts")
     lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs", "layouts"])
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -181,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                 processes.become_subreaper()
             try:
                 return {"run": _run, "list": _list, "explain": _explain, "check": _check,
-                        "repro": _repro, "fuzz": _fuzz}[args.subcommand](args)
+                        "repro": _repro, "fuzz": _fuzz, "weights": _weights}[args.subcommand](args)
             finally:
                 if own_process:
                     processes.kill_descendants()
@@ -482,6 +489,17 @@ def _fuzz_campaign(args, impls, options) -> int:
     print(json.dumps(result.as_dict(), default=_json_default) if args.json
           else fuzz_campaign.describe(result, shards=False))
     return result.exit_code
+
+
+def _weights(args) -> int:
+    from normdiff.harness.commands import checkpoint, weights
+
+    checkpoint.files(args.checkpoint)  # before any import: a wrong path is a usage error
+    if args.against:
+        checkpoint.files(args.against)
+    report = weights.analyse(args.checkpoint, args.against)
+    print(json.dumps(report.as_dict(), default=_json_default) if args.json else weights.describe(report))
+    return report.exit_code
 
 
 def _explain(args) -> int:
