@@ -138,15 +138,30 @@ def encode(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = Non
 
 def decode(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """(tensors, metadata) from a safetensors file's bytes; FormatError says what is malformed."""
+    header, body, metadata = _split(data)
+    return {name: _tensor(name, info, body) for name, info in header.items()}, metadata
+
+
+def read_selected(path, wanted) -> dict[str, tuple[str, np.ndarray]]:
+    """{name: (dtype code, array)} of the tensors of a safetensors file that `wanted(name, shape)`
+    picks, read through a memory map: only their bytes (a checkpoint's norms out of gigabytes)."""
+    data = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) else b""
+    header, body, _ = _split(data)
+    return {name: (info["dtype"], _tensor(name, info, body)) for name, info in header.items()
+            if isinstance(info, dict) and wanted(name, tuple(info.get("shape") or ()))}
+
+
+def _split(data) -> tuple[dict, memoryview, dict[str, str]]:
+    """(header, data block, metadata) of a safetensors file's bytes (or a memory map of them)."""
     if len(data) < 8:
         raise FormatError(f"the file has {len(data)} bytes; a safetensors file starts with an 8-byte "
                           "little-endian header length")
-    n = int.from_bytes(data[:8], "little")
+    n = int.from_bytes(bytes(data[:8]), "little")
     if n > min(_MAX_HEADER, len(data) - 8):
         raise FormatError(f"the first 8 bytes give a header of {n} bytes, but the file has only "
                           f"{len(data) - 8} after them (the length must be little-endian u64)")
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
+        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FormatError(f"the {n}-byte header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -155,10 +170,7 @@ def decode(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict):
         raise FormatError("__metadata__ must be an object mapping strings to strings")
-    tensors = {}
-    for name, info in header.items():
-        tensors[name] = _tensor(name, info, body)
-    return tensors, {str(k): str(v) for k, v in metadata.items()}
+    return header, body, {str(k): str(v) for k, v in metadata.items()}
 
 
 def _tensor(name: str, info, body: memoryview) -> np.ndarray:

@@ -1,18 +1,16 @@
 """Reading a checkpoint's norm weights: safetensors files parsed here (the header, then only the norm
-tensors' bytes), and which HF class each tensor belongs to.
+tensors' bytes) and GGUF files through the `gguf` package (an extra: pip install 'normdiff[gguf]'),
+and which HF class each tensor belongs to.
 
-safetensors is an 8-byte little-endian header length, a JSON header {name: {dtype, shape,
-data_offsets}}, then the raw bytes; bf16 is read through ml_dtypes, so neither torch nor the
-safetensors package is needed to read one. Which class holds a tensor comes from the checkpoint's
+safetensors is read by normdiff's own codec (implementations/command.py, which --command uses),
+through a memory map, so neither torch nor the safetensors package is needed to read one. Which class holds a tensor comes from the checkpoint's
 config.json: transformers builds the model on the meta device (no memory, no weights, nothing
 downloaded), and each norm module's class is looked up in the HF family table
 (implementations/hf_families.py), whose contract says whether the class multiplies by w or by 1 + w.
 """
 from __future__ import annotations
 
-import json
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import numpy as np
 
 from normdiff.harness.data.errors import UsageError
 
-DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": "bfloat16"}
+FLOAT_CODES = ("F64", "F32", "F16", "BF16")  # safetensors' names of the float dtypes
 # a tensor is a norm's when its module's last name says so (no config.json to ask): input_layernorm,
 # q_norm, norm, ln_f, ln_1, layer_norm, ...
 NORM_NAME = re.compile(r"(^|\.)([a-z0-9_]*norm[a-z0-9_]*|ln(_[a-z0-9]+)?)\.weight$")
@@ -34,60 +32,105 @@ class Tensor:
     values: np.ndarray  # float64
 
 
+SUFFIXES = (".safetensors", ".gguf")
+
+
 def files(checkpoint: str | Path) -> list[Path]:
-    """The safetensors files of a checkpoint: a file, or every *.safetensors in a folder."""
+    """The files of a checkpoint: a .safetensors or .gguf file, or every *.safetensors in a folder."""
     path = Path(checkpoint)
     if path.is_dir():
         found = sorted(path.glob("*.safetensors"))
         if not found:
-            raise UsageError(f"{path} holds no .safetensors file (normdiff weights reads safetensors checkpoints)")
+            raise UsageError(f"{path} holds no .safetensors file (normdiff weights reads safetensors checkpoints "
+                             "and .gguf files)")
         return found
     if not path.is_file():
-        raise UsageError(f"checkpoint not found: {path} (give a .safetensors file or a folder of them)")
-    if path.suffix != ".safetensors":
-        raise UsageError(f"{path} is not a .safetensors file (GGUF and pickled checkpoints are not read)")
+        raise UsageError(f"checkpoint not found: {path} (give a .safetensors or .gguf file, or a folder of "
+                         ".safetensors files)")
+    if path.suffix not in SUFFIXES:
+        raise UsageError(f"{path} is not a .safetensors or .gguf file (pickled checkpoints are not read)")
+    if path.suffix == ".gguf":
+        _gguf()  # the package, before any work
     return [path]
 
 
-def _header(path: Path) -> tuple[dict, int]:
-    with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) != 8:
-            raise UsageError(f"{path} is not a safetensors file: shorter than its header length")
-        (length,) = struct.unpack("<Q", raw)
-        if length > 100_000_000:
-            raise UsageError(f"{path} is not a safetensors file: a header of {length} bytes")
-        try:
-            header = json.loads(f.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{path} is not a safetensors file: its header is not JSON ({exc})") from None
-    if not isinstance(header, dict):
-        raise UsageError(f"{path} is not a safetensors file: its header is not a table of tensors")
-    header.pop("__metadata__", None)
-    return header, 8 + length
+def is_gguf(checkpoint: str | Path) -> bool:
+    return Path(checkpoint).suffix == ".gguf"
+
+
+def _gguf():
+    try:
+        import gguf
+    except ImportError:
+        raise UsageError("reading a .gguf file needs the gguf package, which is not installed: "
+                         "pip install 'normdiff[gguf]'") from None
+    return gguf
 
 
 def read(checkpoint: str | Path, wanted=None) -> dict[str, Tensor]:
     """The tensors `wanted(name, shape)` picks (default: 1-D tensors whose name is a norm's), as
-    float64 values with their stored dtype."""
-    import ml_dtypes
+    float64 values with their stored dtype (float ones only)."""
+    from normdiff.implementations.command import FormatError, read_selected
 
     wanted = wanted or (lambda name, shape: len(shape) == 1 and NORM_NAME.search(name) is not None)
+    if is_gguf(checkpoint):
+        return _read_gguf(Path(checkpoint), wanted)
     out = {}
     for path in files(checkpoint):
-        header, start = _header(path)
-        data = np.memmap(path, dtype=np.uint8, mode="r")
-        for name, info in header.items():
-            shape = tuple(info.get("shape", ()))
-            if info.get("dtype") not in DTYPES or not wanted(name, shape):
-                continue
-            dtype = DTYPES[info["dtype"]]
-            dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
-            lo, hi = info["data_offsets"]
-            raw = np.asarray(data[start + lo:start + hi])
-            if raw.size != dtype.itemsize * int(np.prod(shape)):
-                raise UsageError(f"{path}: tensor {name!r} has {raw.size} bytes for shape {shape} of {info['dtype']}")
-            out[name] = Tensor(name, info["dtype"], shape, raw.view(dtype).astype(np.float64).reshape(shape))
+        try:
+            found = read_selected(path, wanted)
+        except FormatError as exc:
+            raise UsageError(f"{path} is not a safetensors file: {exc}") from None
+        out.update({name: Tensor(name, code, array.shape, array.astype(np.float64))
+                    for name, (code, array) in found.items() if code in FLOAT_CODES})
+    return out
+
+
+def _read_gguf(path: Path, wanted) -> dict[str, Tensor]:
+    """A GGUF file's float tensors that `wanted` picks (norms are stored unquantized: F32, F16 or
+    BF16); GGUF lists a tensor's dims fastest first, reversed here to the usual order."""
+    import ml_dtypes
+
+    gguf = _gguf()
+    types = {gguf.GGMLQuantizationType.F32: ("F32", np.float32), gguf.GGMLQuantizationType.F16: ("F16", np.float16),
+             gguf.GGMLQuantizationType.BF16: ("BF16", ml_dtypes.bfloat16)}
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"{path} is not a GGUF file gguf can read: {exc}") from None
+    out = {}
+    for t in reader.tensors:
+        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+        if t.tensor_type not in types or not wanted(t.name, shape):
+            continue
+        name, dtype = types[t.tensor_type]
+        values = np.asarray(t.data).view(np.uint8).view(dtype).astype(np.float64).reshape(shape)
+        out[t.name] = Tensor(t.name, name, shape, values)
+    return out
+
+
+def gguf_names(checkpoint: str | Path, hf_names) -> dict[str, str]:
+    """{HF tensor name: its name in this GGUF file}, by gguf's own tensor map for the file's
+    architecture (general.architecture, {arch}.block_count): how llama.cpp's converter names them."""
+    gguf = _gguf()
+    reader = gguf.GGUFReader(str(checkpoint))
+
+    def field(key):
+        f = reader.fields.get(key)
+        return f.contents() if f is not None else None
+
+    arch_name = field("general.architecture")
+    arch = next((a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch_name), None)
+    if arch is None:
+        raise UsageError(f"{checkpoint}: gguf {getattr(gguf, '__version__', '')} knows no architecture "
+                         f"{arch_name!r}, so its tensor names cannot be matched to the original's")
+    table = gguf.get_tensor_name_map(arch, int(field(f"{arch_name}.block_count") or 0))
+    out = {}
+    for name in hf_names:
+        stem = name[:-len(".weight")] if name.endswith(".weight") else name
+        mapped = table.get_name(stem)
+        if mapped:
+            out[name] = mapped + name[len(stem):]
     return out
 
 
@@ -106,7 +149,7 @@ def holders(checkpoint: str | Path) -> tuple[dict[str, Holder], str]:
     """{tensor name: Holder} for the norm modules of the model that the checkpoint's config.json
     describes, and the model type; ({}, "") when there is no config.json beside it."""
     folder = Path(checkpoint) if Path(checkpoint).is_dir() else Path(checkpoint).parent
-    if not (folder / "config.json").is_file():
+    if is_gguf(checkpoint) or not (folder / "config.json").is_file():
         return {}, ""
     import torch
     import transformers

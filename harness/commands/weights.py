@@ -46,6 +46,7 @@ class NormWeight:
     bf16_gains_changed: int | None = None  # zero-centred: gains 1 + w that bf16 does not hold exactly
     bf16_gain_max_rel: float | None = None
     change: str = ""  # against an original: same | +1 | +2 | changed | missing | new
+    original_name: str = ""  # against an original whose names differ (a GGUF from HF): the tensor there
     verdict: str = ""  # against an original: ok | fold missing | double-folded | ...
 
     def as_dict(self) -> dict:
@@ -108,10 +109,15 @@ def describe_tensor(t: ckpt.Tensor, holder=None) -> NormWeight:
     return w
 
 
+GGUF_HOLDER = ckpt.Holder("", "llama.cpp", offset=0.0)  # its norms multiply by the stored w (folds at conversion)
+
+
 def analyse(checkpoint: str, against: str | None = None) -> WeightsReport:
     tensors = ckpt.read(checkpoint)
     holders, model_type = ckpt.holders(checkpoint)
-    if holders:  # the model's own norm modules decide which tensors are norms
+    if ckpt.is_gguf(checkpoint):
+        holders, model_type = {name: GGUF_HOLDER for name in tensors}, "gguf"
+    elif holders:  # the model's own norm modules decide which tensors are norms
         tensors = {**{n: t for n, t in ckpt.read(checkpoint, lambda name, shape: name in holders).items()},
                    **tensors}
     report = WeightsReport(str(checkpoint), model_type,
@@ -150,24 +156,30 @@ def compare(report: WeightsReport, tensors: dict[str, ckpt.Tensor], against: str
     if held:
         originals.update(ckpt.read(against, lambda name, shape: name in held))
     report.original = str(against)
+    # a GGUF converted from an HF checkpoint names its tensors as llama.cpp's converter does
+    renamed = ckpt.gguf_names(report.checkpoint, originals) if ckpt.is_gguf(report.checkpoint) and \
+        not ckpt.is_gguf(against) else {}
     by_name = {w.name: w for w in report.weights}
     zero_centred = {}
     for name, t in originals.items():
         expects = _expects(held.get(name)) or storage_suggested(t.values.ravel())
-        zero_centred[name] = expects == ZERO_CENTRED
-        if name not in by_name:
+        there = renamed.get(name, name)
+        zero_centred[there] = expects == ZERO_CENTRED
+        if there not in by_name:
             report.weights.append(NormWeight(name, t.dtype, t.shape, *(float("nan"),) * 4, "", change="missing",
                                              verdict="missing"))
             continue
-        w = by_name[name]
-        w.change = change_of(t, tensors[name])
+        w = by_name[there]
+        w.change = change_of(t, tensors[there])
+        if there != name:
+            w.original_name = name
         if w.dtype != t.dtype:
-            report.notes.append(f"{name}: dtype {t.dtype} -> {w.dtype}")
+            report.notes.append(f"{there}: dtype {t.dtype} -> {w.dtype}")
     folds = any(w.change == "+1" and zero_centred.get(w.name) for w in report.weights)
     for w in report.weights:
         if w.verdict == "missing":
             continue
-        if w.name not in originals:
+        if w.name not in zero_centred:
             w.change = w.verdict = "new"
             continue
         w.verdict = _verdict(w.change, zero_centred[w.name], folds)
@@ -206,7 +218,8 @@ def describe(report: WeightsReport) -> str:
         storage = f"looks {w.looks}" + (f", {one(w.cls)} expects {w.expects}" if w.expects else "")
         if w.expects and w.expects != w.looks:
             storage += "  <- the statistics do not look like what the class expects"
-        lines.append(f"  {one(w.name)}\n      {stats}\n      {storage}")
+        was = f"  (from {one(w.original_name)})" if w.original_name else ""
+        lines.append(f"  {one(w.name)}{was}\n      {stats}\n      {storage}")
         if w.bf16_gains_changed is not None:
             lines.append(f"      1 + w in bf16: {w.bf16_gains_changed} of {int(np.prod(w.shape))} gains change "
                          f"(at most {number(w.bf16_gain_max_rel)} relative)")

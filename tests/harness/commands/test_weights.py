@@ -171,7 +171,7 @@ def test_the_reader_matches_safetensors_bit_for_bit(qwen35):
 @pytest.mark.parametrize("args, says", [
     (["nosuch"], "checkpoint not found"),
     (["{tmp}/empty"], "holds no .safetensors file"),
-    (["{tmp}/x.bin"], "is not a .safetensors file"),
+    (["{tmp}/x.bin"], "is not a .safetensors or .gguf file"),
     (["{tmp}/junk.safetensors"], "is not a safetensors file"),
 ])
 def test_bad_paths_exit_2(capsys, tmp_path, args, says):
@@ -180,3 +180,38 @@ def test_bad_paths_exit_2(capsys, tmp_path, args, says):
     (tmp_path / "junk.safetensors").write_bytes(b"\xff" * 8 + b"{}")
     assert cli.main(["weights", *[a.format(tmp=tmp_path) for a in args]]) == 2
     assert says in capsys.readouterr().err
+
+
+def gguf_of(original: Path, path: Path, change) -> Path:
+    """A GGUF file as llama.cpp's converter writes one from `original` (qwen35, F32 norms, its
+    tensor names), each norm tensor change(hf_name, values)."""
+    gguf = pytest.importorskip("gguf")
+    arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == "qwen35")
+    names = gguf.get_tensor_name_map(arch, 2)
+    writer = gguf.GGUFWriter(str(path), "qwen35")
+    writer.add_block_count(2)
+    for name, t in sorted(load_file(str(original / "model.safetensors")).items()):
+        if "norm" in name:
+            writer.add_tensor(names.get_name(name[:-len(".weight")]) + ".weight",
+                              change(name, t.to(torch.float32)).numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_conversion_is_matched_by_llama_cpp_names_and_its_double_fold_named(capsys, qwen35, tmp_path):
+    good = gguf_of(qwen35, tmp_path / "good.gguf", fold)
+    code, got = run(capsys, good, "--against", qwen35)
+    by_name = {w["name"]: w for w in got["weights"]}
+    assert code == 0 and got["model_type"] == "gguf" and got["wrong"] == 0
+    assert by_name["output_norm.weight"]["original_name"] == "model.norm.weight"
+    assert by_name["output_norm.weight"]["change"] == "+1" and by_name["blk.0.ssm_norm.weight"]["change"] == "same"
+    # llama.cpp multiplies by the stored w: a folded GGUF looks as its runtime expects
+    assert all(w["expects"] == weights.PLAIN for w in got["weights"])
+    assert "model.norm.weight: dtype" not in " ".join(got["notes"])  # BF16 -> F32 is noted under the GGUF name
+    bad = gguf_of(qwen35, tmp_path / "bad.gguf", lambda n, t: t + 2 if n == "model.norm.weight" else fold(n, t))
+    code, got = run(capsys, bad, "--against", qwen35)
+    assert code == 1 and {w["name"]: w["verdict"] for w in got["weights"] if w["verdict"] in weights.WRONG} == \
+        {"output_norm.weight": "double-folded"}
