@@ -1,10 +1,10 @@
-"""Reading a checkpoint's norm weights: safetensors files parsed here (the header, then only the norm
-tensors' bytes) and GGUF files through the `gguf` package (an extra: pip install 'normdiff[gguf]'),
-and which HF class each tensor belongs to.
+"""Reading a checkpoint's norm weights (only those tensors' bytes) from safetensors files and GGUF
+files, and which HF class each tensor belongs to.
 
 safetensors is read by normdiff's own codec (implementations/command.py, which --command uses),
-through a memory map, so neither torch nor the safetensors package is needed to read one. Which class holds a tensor comes from the checkpoint's
-config.json: transformers builds the model on the meta device (no memory, no weights, nothing
+through a memory map, so neither torch nor the safetensors package is needed to read one; GGUF
+through the `gguf` package (an extra: pip install 'normdiff[gguf]'). Which class holds a tensor
+comes from the checkpoint's config.json: transformers builds the model on the meta device (no memory, no weights, nothing
 downloaded), and each norm module's class is looked up in the HF family table
 (implementations/hf_families.py), whose contract says whether the class multiplies by w or by 1 + w.
 """
@@ -18,7 +18,8 @@ import numpy as np
 
 from normdiff.harness.data.errors import UsageError
 
-FLOAT_CODES = ("F64", "F32", "F16", "BF16")  # safetensors' names of the float dtypes
+# safetensors' (and our GGUF reading's) names of the float dtypes -> normdiff's formats
+FLOAT_CODES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 # a tensor is a norm's when its module's last name says so (no config.json to ask): input_layernorm,
 # q_norm, norm, ln_f, ln_1, layer_norm, ...
 NORM_NAME = re.compile(r"(^|\.)([a-z0-9_]*norm[a-z0-9_]*|ln(_[a-z0-9]+)?)\.weight$")
@@ -67,12 +68,16 @@ def _gguf():
     return gguf
 
 
-def read(checkpoint: str | Path, wanted=None) -> dict[str, Tensor]:
-    """The tensors `wanted(name, shape)` picks (default: 1-D tensors whose name is a norm's), as
-    float64 values with their stored dtype (float ones only)."""
+def named_as_norm(name: str, shape: tuple[int, ...]) -> bool:
+    """A 1-D tensor whose module's name is a norm's."""
+    return len(shape) == 1 and NORM_NAME.search(name) is not None
+
+
+def read(checkpoint: str | Path, wanted=named_as_norm) -> dict[str, Tensor]:
+    """The tensors `wanted(name, shape)` picks, as float64 values with their stored dtype (float
+    ones only)."""
     from normdiff.implementations.command import FormatError, read_selected
 
-    wanted = wanted or (lambda name, shape: len(shape) == 1 and NORM_NAME.search(name) is not None)
     if is_gguf(checkpoint):
         return _read_gguf(Path(checkpoint), wanted)
     out = {}

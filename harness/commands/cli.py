@@ -477,11 +477,10 @@ def _fuzz_campaign(args, impls, options) -> int:
     seed = fuzz_campaign.new_seed() if args.seed is None else args.seed
     shards = fuzz_campaign.plan(impls, seed, args.passes, args.op, args.convention, **options)  # usage errors first
     if not args.json:
-        print(f"normdiff fuzz campaign on {args.dask}: {len(shards)} shard{'s' if len(shards) != 1 else ''} "
-              f"(an implementation x op@convention each; seed {seed})", flush=True)
+        print(fuzz_campaign.header(args.dask, len(shards), seed), flush=True)
     try:
         result = fuzz_campaign.campaign(impls, args.dask, seed=seed, passes=args.passes, op=args.op,
-                                        convention=args.convention, progress=progress, **options)
+                                        convention=args.convention, progress=progress, shards=shards, **options)
     except interrupts.Interrupted as stop:
         if args.json and stop.partial is not None:
             print(json.dumps(stop.partial.as_dict(), default=_json_default))

@@ -131,16 +131,18 @@ def _search(shard: FuzzShard, options: dict):
 
 def campaign(impls: list[Implementation], address: str | None, *, seed: int | None = None,
              passes: str | None = None, op: str | None = None, convention: str | None = None,
-             progress=None, **options) -> CampaignResult:
-    """Fuzz every shard of `impls` (plan) on the Dask cluster at `address` ("local": a
-    LocalCluster), or here one after another when `address` is None; `options` are fuzz.fuzz's
-    (max_time, max_examples, dtypes, ...), each shard's. Stopped by a signal, it raises
-    Interrupted whose `partial` is the CampaignResult of the shards that finished."""
+             progress=None, shards: list[FuzzShard] | None = None, **options) -> CampaignResult:
+    """Fuzz every shard of `impls` (plan; `shards`: a plan already made of these arguments) on the
+    Dask cluster at `address` ("local": a LocalCluster), or here one after another when `address`
+    is None; `options` are fuzz.fuzz's (max_time, max_examples, dtypes, ...), each shard's. Stopped
+    by a signal, it raises Interrupted whose `partial` is the CampaignResult of the shards that
+    finished."""
     from normdiff.interrupts import as_interrupted
 
     if seed is None:
         seed = new_seed()
-    shards = plan(impls, seed, passes, op, convention, **options)
+    if shards is None:
+        shards = plan(impls, seed, passes, op, convention, **options)
     options = {**options, "passes": passes}
     result = CampaignResult(seed, address or "here", shards, [None] * len(shards))
 
@@ -187,12 +189,18 @@ def describe_shard(shard: FuzzShard, value) -> str:
     return f"  not run  {name}: {printable(why, newlines=False)}"
 
 
+def header(address: str, shards: int, seed: int) -> str:
+    from normdiff.text import printable
+
+    return (f"normdiff fuzz campaign on {printable(address, newlines=False)}: {_count(shards, 'shard')} "
+            f"(an implementation x op@convention each; seed {seed})")
+
+
 def describe(result: CampaignResult, shards: bool = True) -> str:
     """The campaign's summary: a line per shard (unless `shards` is False: printed as they came),
     then the count."""
     found, missing = len(result.found), len(result.not_run)
-    lines = [f"normdiff fuzz campaign on {result.address}: {_count(len(result.shards), 'shard')} "
-             f"(an implementation x op@convention each; seed {result.seed})"] if shards else []
+    lines = [header(result.address, len(result.shards), result.seed)] if shards else []
     lines += [describe_shard(s, r) for s, r in zip(result.shards, result.results)] if shards else []
     lines.append(f"{found} of {_count(len(result.shards), 'shard')} found a failure"
                  + (f"; {missing} did not search (exit {EXIT_INCOMPLETE})" if missing else ""))

@@ -26,7 +26,6 @@ import numpy as np
 from normdiff.harness.commands import checkpoint as ckpt
 from normdiff.harness.data.dtypes import get_format
 
-FORMATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 ZERO_CENTRED, PLAIN, UNCLEAR = "zero-centred (1 + w)", "plain (w)", "unclear"
 WRONG = ("fold missing", "double-folded", "fold where none belongs", "missing", "changed")
 
@@ -112,14 +111,18 @@ def describe_tensor(t: ckpt.Tensor, holder=None) -> NormWeight:
 GGUF_HOLDER = ckpt.Holder("", "llama.cpp", offset=0.0)  # its norms multiply by the stored w (folds at conversion)
 
 
-def analyse(checkpoint: str, against: str | None = None) -> WeightsReport:
-    tensors = ckpt.read(checkpoint)
+def norm_tensors(checkpoint: str) -> tuple[dict[str, ckpt.Tensor], dict, str]:
+    """(tensors, {name: Holder}, model type) of a checkpoint's norms, in one read: the tensors of
+    its model's norm modules (config.json) and those named as norms."""
     holders, model_type = ckpt.holders(checkpoint)
+    tensors = ckpt.read(checkpoint, lambda name, shape: name in holders or ckpt.named_as_norm(name, shape))
+    return tensors, holders, model_type
+
+
+def analyse(checkpoint: str, against: str | None = None) -> WeightsReport:
+    tensors, holders, model_type = norm_tensors(checkpoint)
     if ckpt.is_gguf(checkpoint):
         holders, model_type = {name: GGUF_HOLDER for name in tensors}, "gguf"
-    elif holders:  # the model's own norm modules decide which tensors are norms
-        tensors = {**{n: t for n, t in ckpt.read(checkpoint, lambda name, shape: name in holders).items()},
-                   **tensors}
     report = WeightsReport(str(checkpoint), model_type,
                            [describe_tensor(t, holders.get(n)) for n, t in sorted(tensors.items())])
     if not holders:
@@ -138,7 +141,7 @@ def change_of(original: ckpt.Tensor, converted: ckpt.Tensor) -> str:
     a cast); changed otherwise."""
     if original.shape != converted.shape:
         return "changed"
-    formats = [get_format(FORMATS[t.dtype]) for t in (original, converted)]
+    formats = [get_format(ckpt.FLOAT_CODES[t.dtype]) for t in (original, converted)]
     for k, name in ((0.0, "same"), (1.0, "+1"), (2.0, "+2")):
         target = original.values + k
         magnitude = np.maximum(np.abs(target), np.abs(converted.values))
@@ -151,10 +154,7 @@ def change_of(original: ckpt.Tensor, converted: ckpt.Tensor) -> str:
 def compare(report: WeightsReport, tensors: dict[str, ckpt.Tensor], against: str) -> None:
     """Each tensor's change against the original and its verdict (the module's rule); `tensors`:
     the converted checkpoint's norm tensors."""
-    originals = ckpt.read(against)
-    held, _ = ckpt.holders(against)
-    if held:
-        originals.update(ckpt.read(against, lambda name, shape: name in held))
+    originals, held, _ = norm_tensors(against)
     report.original = str(against)
     # a GGUF converted from an HF checkpoint names its tensors as llama.cpp's converter does
     renamed = ckpt.gguf_names(report.checkpoint, originals) if ckpt.is_gguf(report.checkpoint) and \

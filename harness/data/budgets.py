@@ -324,14 +324,13 @@ CHANNEL_BIAS_NOISE_ULP = 6.0  # budget = max(floor, this / sqrt(rows))
 
 def channel_bias_budget(rows: int) -> float | None:
     """The largest mean error (in ulps) a channel may carry over `rows` rows; None: not judged."""
-    if rows < CHANNEL_BIAS_MIN_ROWS:
-        return None
-    return max(CHANNEL_BIAS_FLOOR_ULP, CHANNEL_BIAS_NOISE_ULP / rows**0.5)
+    budget = float(channel_bias_budgets(np.array([rows]))[0])
+    return None if np.isnan(budget) else budget
 
 
 def channel_bias_budgets(rows: np.ndarray) -> np.ndarray:
-    """`channel_bias_budget` of every channel's row count at once, NaN where not judged (the
-    judge asks for thousands of channels per output: one Python call each cost ~1 s a run)."""
+    """The budget of each channel's row count at once, NaN where not judged (the judge asks for
+    thousands of channels per output: one Python call each cost ~1 s a run)."""
     rows = np.asarray(rows, dtype=np.float64)
     with np.errstate(divide="ignore"):
         budgets = np.maximum(CHANNEL_BIAS_FLOOR_ULP, CHANNEL_BIAS_NOISE_ULP / np.sqrt(rows))

@@ -160,9 +160,9 @@ class Reference:
                  floor: np.ndarray | None = None, other: np.ndarray | None = None, mixed=None,
                  intermediate_rounding: bool = False):
         self.exact, self.fmt, self.num_heads, self.op, self.floor = exact, fmt, num_heads, op, floor
-        # RoPE: the exact output at the other float32 neighbour of every frequency's power, and
+        # RoPE: the exact output at the other float32 neighbour of every frequency's power, or
         # `mixed(choice)`, the exact output at one choice per frequency, where elements depend on
-        # more than their own frequency (a backward's dx; None: each element on its own only)
+        # more than their own frequency (a backward's dx)
         self.other, self.mixed = other, mixed
         self._flip_shifts = None
         # whether the contract rounds an intermediate to the dtype (reference_for): then rows whose
@@ -186,11 +186,11 @@ class Reference:
         ~8000 at large positions), while every other frequency stays the contract's. Where an
         element depends on every frequency (`mixed` is given: a backward, whose projection term
         sums over the whole head), the choice is `_choice`'s and the exact value is taken at it."""
-        if self.other is None:
-            return self.exact
         if self.mixed is not None:
             choice = self._choice(out)
             return self.mixed(choice) if choice.any() else self.exact
+        if self.other is None:
+            return self.exact
         worse = _per_frequency(self._ulps(out, self.other), self.num_heads) < \
             _per_frequency(self._ulps(out, self.exact), self.num_heads)
         return np.where(_per_element(worse, self.exact.shape, self.num_heads), self.other, self.exact)
@@ -219,13 +219,13 @@ class Reference:
         """Per channel (a mask over the last axis; 0 elsewhere), how many of its finite rows have
         different rounding errors, where the contract rounds an intermediate (the Llama cast):
         rows whose exact values lie within 1/8 ulp of each other (one bin of
-        floor(|exact| / (ulp / 8))) round alike. With one rounding, a correct output on alike rows
-        is the rounded reference in each (torch's F.normalize, rounding its norm to bf16 first,
-        is caught there: a finding). A channel whose exact values barely move
-        across the rows (an outlier channel dominating its rms: u ~ +-sqrt(n) in every row)
-        carries one coherent rounding error, up to ~1 ulp through the Llama cast's two roundings
-        (measured 0.86 over 58 bf16 rows, our own NumPy and HF's Mamba2 class alike): its mean is
-        one rounding, not an average of independent ones."""
+        floor(|exact| / (ulp / 8))) round alike. A channel whose exact values barely move across
+        the rows (an outlier channel dominating its rms: u ~ +-sqrt(n) in every row) carries one
+        coherent rounding error, up to ~1 ulp through the Llama cast's two roundings (measured
+        0.86 over 58 bf16 rows, our own NumPy and HF's Mamba2 class alike): its mean is one
+        rounding, not an average of independent ones. With one rounding, a correct output on alike
+        rows is the rounded reference in each, so there it is not used (torch's F.normalize,
+        rounding its norm to bf16 first, is caught: a finding)."""
         exact = self.exact.reshape(-1, self.exact.shape[-1])[:, channels]
         ulp = np.broadcast_to(self.ulp, self.exact.shape).reshape(exact.shape[0], -1)[:, channels]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -303,7 +303,7 @@ def judge(out, ref, fmt: FloatFormat, budget: float, num_heads: int = 1, op: str
             m.outcome = "identical"
         else:
             m.outcome = "agree" if m.max_ulp <= budget else "disagree"
-    _judge_channel_bias(m, channels, systematic)
+    _judge_channel_bias(m, channels, ref, systematic)
     return m
 
 
@@ -341,14 +341,14 @@ def _all_nonfinite(o) -> str:
     return f"all {o.size} outputs are {what}: nothing finite to measure"
 
 
-def _judge_channel_bias(m: Measurement, channels, systematic: float = 0.0) -> None:
+def _judge_channel_bias(m: Measurement, channels, ref: Reference, systematic: float = 0.0) -> None:
     """`channels`: each channel's mean signed error and the number of rows it was taken over (its
     finite elements: an output that overflowed legally in most rows leaves a channel few, whose
     mean is that much noisier), or None. Each channel is judged at the budget of its own count
     (budgets.channel_bias_budget; none below its minimum), plus `systematic`."""
     if channels is None:
         return
-    means, counts, ref = channels
+    means, counts = channels
 
     def excess_at(counts):
         limits = channel_bias_budgets(counts) + systematic
@@ -403,9 +403,9 @@ def _errors(m: Measurement, o: np.ndarray, ref: Reference, finite):
     _ratio(m, o_ok, exact, ok)
     # signed by the reference: a coherent scale error (low-precision statistics, bf16(1 + w))
     # shows as a mean away from 0, while correct rounding averages out
-    means, counts = _biases(m, ulps * ref.sign, ok, everywhere)
+    channels = _biases(m, ulps * ref.sign, ok, everywhere)
     _span_rms(m, o_ok, exact, ref.num_heads)
-    return means, counts, ref
+    return channels
 
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, from its documentation; the test

@@ -12,7 +12,6 @@ call: far fewer calls and, for JAX, far fewer compilations.
 from __future__ import annotations
 
 import functools
-
 import os
 import queue
 import shutil
@@ -112,7 +111,6 @@ def prepare(case: Case, outputs: list[Case] | None = None) -> Prepared:
     fmt = get_format(case.dtype)
     scales = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, absolute=True, floor=2.0 ** fmt.min_exponent)
     rotates = "positions" in inputs.arrays  # RoPE: the other legal frequencies (judge.Reference.nearest)
-    other = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, power="other") if rotates else {}
     expected = {}
     for c in outputs or case.outputs():
         name = c.operand
@@ -121,7 +119,7 @@ def prepare(case: Case, outputs: list[Case] | None = None) -> Prepared:
         if rotates:  # grouped by frequency over the heads this operand spans (a per-head dw: one)
             heads = inputs.arrays[name].shape[-1] * inputs.num_heads // inputs.arrays["x"].shape[-1]
             mixed = functools.partial(_gradient_at, case.contract, inputs.arrays, dy, inputs.num_heads, name)
-            ref = judge.Reference(grads[name], fmt, heads, floor=scales[name], other=other[name], mixed=mixed)
+            ref = judge.Reference(grads[name], fmt, heads, floor=scales[name], mixed=mixed)
         else:
             ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
         expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced, condition),

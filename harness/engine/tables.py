@@ -86,30 +86,30 @@ def pairs_frame(outcomes) -> pd.DataFrame:
     for case_id, outs in by_case.items():
         fmt = get_format(outs[0].case.dtype)
         # many implementations return the same bits: each pair of distinct outputs is measured once
-        measured: dict[tuple, dict] = {}
+        measured: dict[tuple, tuple[dict, bool]] = {}
         for a, b in itertools.combinations(sorted(outs, key=lambda o: o.impl.name), 2):
             if _same_bits(a, b):  # most pairs in bf16/fp16: no arithmetic needed
                 rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
                              "identical": True, "identical_elements": 1.0, "max_ulp": 0.0, "agree": True})
                 continue
             key = (_bits_key(a), _bits_key(b))
-            if key not in measured or not key[0] or not key[1]:
-                measured[key] = _distance(a, b, fmt)
-            row = measured[key]
-            rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
-                         **row, "agree": row["same_nonfinite"] and row["max_ulp"] <= a.measurement.tolerance_ulp})
-    for row in rows:
-        row.pop("same_nonfinite", None)
+            found = measured.get(key) if all(key) else None
+            if found is None:
+                found = measured[key] = _distance(a, b, fmt)
+            row, same_nonfinite = found
+            rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name, **row,
+                         "agree": same_nonfinite and row["max_ulp"] <= a.measurement.tolerance_ulp})
     return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "identical_elements",
                                        "max_ulp", "agree"])
 
 
-def _distance(a, b, fmt) -> dict:
+def _distance(a, b, fmt) -> tuple[dict, bool]:
+    """A pair's columns, and whether their NaN/Inf patterns are the same."""
     x, y = a.output.astype(np.float64), b.output.astype(np.float64)
     dist, same_nonfinite = ulp_distance(x, y, fmt, a.floor)
     return {"identical": bool(np.array_equal(x, y, equal_nan=True)),
             "identical_elements": float(np.mean((x == y) | (np.isnan(x) & np.isnan(y)))),
-            "max_ulp": dist, "same_nonfinite": same_nonfinite}
+            "max_ulp": dist}, same_nonfinite
 
 
 def _bits_key(o) -> tuple:
@@ -118,8 +118,7 @@ def _bits_key(o) -> tuple:
 
 
 def _same_bits(a, b) -> bool:
-    return (a.output.dtype == b.output.dtype and a.output.shape == b.output.shape
-            and a.measurement.output_digest == b.measurement.output_digest != "")
+    return bool(_bits_key(a)) and _bits_key(a) == _bits_key(b)
 
 
 # ---- known findings ---------------------------------------------------------------------------
