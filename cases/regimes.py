@@ -165,6 +165,12 @@ def _trained(rng, shape):
     return -0.11 + 1.11 * rng.beta(2.0, 4.35, shape)
 
 
+def final_norm_offsets(rng, shape):
+    """The final norm's stored w - 1 in the same checkpoint: mean +3.309, range [-0.78, +5.31] (seed
+    000); a beta on that range with that mean (normdiff model's trained-like final norms)."""
+    return -0.78 + 6.09 * rng.beta(4.0, 1.96, shape)
+
+
 WEIGHT_REGIMES: dict[str, Callable[[np.random.Generator, tuple], Array]] = {
     "zeros": lambda rng, shape: np.zeros(shape),
     "ones": lambda rng, shape: np.ones(shape),

@@ -10,6 +10,16 @@ import os
 import sys
 
 
+def make_adapter(impl, pass_: str = "forward"):
+    """The callable that runs `impl`'s `pass_`: its entry, called with its params when it has any
+    (a factory), after its framework's setup (e.g. KERAS_BACKEND, before the first import)."""
+    from normdiff.implementations.frameworks import FRAMEWORKS
+
+    FRAMEWORKS[impl.framework].setup()
+    entry = load_entry(impl.entry_for(pass_))
+    return entry(**dict(impl.params)) if impl.params else entry
+
+
 def load_entry(entry: str):
     """The attribute `entry` names; a FileNotFoundError or AttributeError says what is missing."""
     module_name, _, attr = entry.rpartition(":")

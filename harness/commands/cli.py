@@ -167,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     wts.add_argument("--against", metavar="ORIGINAL", help="the checkpoint it was converted from: each norm "
                      "tensor's fold (+1, +2, missing, where none belongs) is judged; exit 1 when one is wrong")
     wts.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    _model_parser(sub)
     lst = sub.add_parser("list", help="list implementations, conventions, suites, ops, bugs or layouts")
     lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs", "layouts"])
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 processes.become_subreaper()
             try:
                 return {"run": _run, "list": _list, "explain": _explain, "check": _check,
-                        "repro": _repro, "fuzz": _fuzz, "weights": _weights}[args.subcommand](args)
+                        "repro": _repro, "fuzz": _fuzz, "weights": _weights, "model": _model}[args.subcommand](args)
             finally:
                 if own_process:
                     processes.kill_descendants()
@@ -499,6 +500,66 @@ def _weights(args) -> int:
     report = weights.analyse(args.checkpoint, args.against)
     print(json.dumps(report.as_dict(), default=_json_default) if args.json else weights.describe(report))
     return report.exit_code
+
+
+def _model_parser(sub) -> None:
+    from normdiff.implementations.hf_model_families import FAMILIES
+
+    m = sub.add_parser("model", help="your norm classes in every site of a small HF model: each site judged, the "
+                                     "first one out of budget named, the logits compared")
+    m.add_argument("--family", choices=list(FAMILIES), help="the model family to build (small config, nothing "
+                   "downloaded)")
+    for kind, what in (("norm", "the main norm (RMSNorm; GPT-NeoX's LayerNorm)"), ("qk", "q_norm and k_norm"),
+                       ("gated", "the gated norm (Qwen3.5 linear attention, Mamba2 mixer)"),
+                       ("l2", "Qwen3.5's l2norm of q and k")):
+        m.add_argument(f"--{kind}", metavar="TARGET", help=f"what computes {what}: a registered implementation's "
+                       "name, FILE.py:NAME or package.module:NAME")
+    _user_code_options(m, what=" of a TARGET that is your code")
+    m.add_argument("--dtype", action="append", dest="dtypes", metavar="DTYPE", help="the model's dtype (default: "
+                   "bfloat16; with --mutants each one given, default bfloat16, float16 and float32)")
+    m.add_argument("--seed", type=_seed, default=0, help="the weights', the norms' and the tokens' seed "
+                   "(default: %(default)s)")
+    m.add_argument("--tokens", type=_whole, default=128, help="how many tokens the model reads (default: %(default)s)")
+    m.add_argument("--timeout", type=_seconds, default=600.0, help="seconds the model run may take, imports "
+                   "included (default: %(default)s)")
+    m.add_argument("--mutants", action="store_true", help="the teaching table: each forward mutant swapped into "
+                   "its sites, the first site out of budget, the logit error and the top-1 agreement")
+    m.add_argument("--json", action="store_true", help="print exactly one JSON object")
+
+
+def _model(args) -> int:
+    from normdiff.harness.commands import model, usercode
+    from normdiff.harness.engine.model_run import ModelRunError
+
+    if args.mutants:
+        if args.family or any(getattr(args, k) for k in model.OPTIONS):
+            raise UsageError("--mutants builds its own table: give it without --family and the targets")
+        table = model.mutants(tuple(args.dtypes or model.MUTANT_DTYPES), args.seed, args.tokens, args.timeout)
+        print(json.dumps(table.as_dict(), default=_json_default) if args.json else model.describe_mutants(table))
+        return 0
+    if not args.family:
+        raise UsageError("give --family (" + ", ".join(model.FAMILIES) + ") or --mutants")
+    if len(args.dtypes or ()) > 1:
+        raise UsageError("one model, one --dtype (several are for --mutants)")
+    dtype = (args.dtypes or ["bfloat16"])[0]
+    model.check_family_options(args.family, dtype, args.tokens)
+    options = {"framework": args.framework, "call": args.call, "init": args.init, "weight_attr": args.weight_attr}
+    try:
+        swaps = {kind: model.implementation_for(getattr(args, kind), args.family, kind, options)
+                 for kind in model.OPTIONS if getattr(args, kind)}
+        run = model.model(args.family, swaps, dtype, args.seed, args.tokens, args.timeout)
+    except (usercode.TargetError, ModelRunError) as exc:
+        if args.json:
+            print(json.dumps({"verdict": "error", "exit_code": USAGE_ERROR, "message": str(exc)}))
+        else:
+            print(f"normdiff model: cannot run it: {printable(exc)}")
+        return USAGE_ERROR
+    if args.json:
+        print(json.dumps({"verdict": "agrees" if run.agrees else "disagrees", "exit_code": 0 if run.agrees else 1,
+                          **run.as_dict()}, default=_json_default))
+    else:
+        print(model.describe(run))
+    return 0 if run.agrees else 1
 
 
 def _explain(args) -> int:

@@ -93,10 +93,11 @@ class RunData:
     planned: int = 0  # the outcomes the run set out to produce (fewer are there when it was stopped)
 
 
-def prepare(case: Case, outputs: list[Case] | None = None) -> Prepared:
+def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | None = None) -> Prepared:
     """The call of `case` and what each of its `outputs` (default: every output of the call) is
-    judged against."""
-    inputs = case.inputs()
+    judged against. `inputs`: arrays given instead of the case's own draw (a model's activations at
+    a norm site: normdiff model), which the case then only describes (op, convention, dtype, shape, eps)."""
+    inputs = inputs or case.inputs()
     exact = oracle.results(case.contract, inputs.arrays, inputs.num_heads)
     condition = oracle.centring_condition(case.contract, inputs.arrays, inputs.num_heads)
     if not case.dy:

@@ -12,6 +12,8 @@ Messages:
                                                       | ("error", message) | ("unavailable", reason)
     ("backward", Implementation, op, Contract, CaseInputs, dy)
                                       -> ("ok", {operand: ndarray}, seconds) | ("error", ...) | ...
+    ("task", "package.module:function", kwargs)    -> ("ok", its return value, seconds) | ("error", message)
+        one whole job in this process (normdiff model runs an HF model here), with the same guards
 The worker ends when its request pipe closes (the parent kills it at the end of a run).
 
 The worker is a subreaper: whatever processes the code leaves running stay below it (a daemonized
@@ -35,8 +37,8 @@ import numpy as np
 from normdiff import processes
 from normdiff.cases import layouts
 from normdiff.harness.data.ops import CASE, OPS
-from normdiff.implementations.frameworks import FRAMEWORKS, to_numpy
-from normdiff.implementations.loading import load_entry
+from normdiff.implementations.frameworks import to_numpy
+from normdiff.implementations.loading import load_entry, make_adapter
 
 _adapters: dict[str, object] = {}
 
@@ -44,9 +46,7 @@ _adapters: dict[str, object] = {}
 def _adapter(impl, pass_: str = "forward"):
     key = (impl.name, pass_)
     if key not in _adapters:
-        FRAMEWORKS[impl.framework].setup()  # e.g. KERAS_BACKEND, before its first import
-        entry = load_entry(impl.entry_for(pass_))
-        _adapters[key] = entry(**dict(impl.params)) if impl.params else entry
+        _adapters[key] = make_adapter(impl, pass_)
     return _adapters[key]
 
 
@@ -64,8 +64,21 @@ def _exited(exc: BaseException) -> str:
     return f"raised {_describe(exc)}"
 
 
+def run_task(entry: str, kwargs: dict) -> tuple:
+    start = time.perf_counter()
+    try:
+        value = load_entry(entry)(**kwargs)
+    except Exception as exc:
+        return ("error", _describe(exc))
+    except BaseException as exc:
+        return ("error", f"it {_exited(exc)}")
+    return ("ok", value, time.perf_counter() - start)
+
+
 def handle(message: tuple) -> tuple:
     kind = message[0]
+    if kind == "task":
+        return run_task(*message[1:])
     impl = message[1]
     pass_ = "backward" if kind == "backward" or (kind == "load" and not impl.entry) else "forward"
     start = time.perf_counter()

@@ -1,0 +1,247 @@
+"""`normdiff model`: the user's norm classes in every site of a small HF model, judged site by site;
+and `--mutants`, the teaching table of what each catalogued bug does to a whole model.
+
+A TARGET (--norm, --qk, --gated, --l2) is a registered implementation's name (`normdiff list
+implementations`: numpy, torch, hf-qwen3, a mutant) or the user's code as check takes it
+(FILE.py:NAME, package.module:NAME; --framework, --call, --init and --weight-attr apply to it). It
+is built for the op and convention of the family's sites of that kind, and runs in the model's
+torch worker through the same adapter a `normdiff run` uses.
+
+Exit status: 0 every site agrees, 1 some site is out of its budget or raised, 2 usage error or the
+model could not be run.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.engine import model_run, runner
+from normdiff.harness.engine.pool import Worker
+from normdiff.implementations import registry
+from normdiff.implementations.entry import Implementation
+from normdiff.implementations.hf_model_families import FAMILIES, KINDS, get_family
+from normdiff.text import number, printable
+
+OPTIONS = {kind: f"--{kind}" for kind in KINDS}
+
+
+def implementation_for(target: str, family: str, kind: str, user_options: dict) -> Implementation:
+    """The implementation a TARGET names, for the family's sites of `kind`."""
+    from normdiff.harness.commands import usercode
+
+    fam = get_family(family)
+    pairs = fam.ops(kind)
+    if not pairs:
+        raise UsageError(f"{OPTIONS[kind]}: {family} has no {kind} sites; its kinds: {', '.join(fam.kinds())}")
+    ((op, convention),) = pairs
+    names = {impl.name: impl for impl in registry.implementations()}
+    if target in names:
+        impl = names[target]
+        if not any(o == op for o, _ in impl.op_conventions):
+            have = ", ".join(sorted({o for o, _ in impl.op_conventions}))
+            raise UsageError(f"{OPTIONS[kind]} {target}: it implements {have}, and {family}'s {kind} sites compute "
+                             f"{op}")
+        if "forward" not in impl.passes:
+            raise UsageError(f"{OPTIONS[kind]} {target}: it is a backward; a model runs the forward")
+        why = impl.unavailable_reason()
+        if why:
+            raise usercode.TargetError(f"{OPTIONS[kind]} {target} is unavailable here: {why}")
+        return impl
+    impl = usercode.user_implementation(target, op, convention, user_options.get("framework"),
+                                        call=user_options.get("call") or "", init=user_options.get("init") or "",
+                                        weight_attr=user_options.get("weight_attr") or "")
+    if "forward" not in impl.passes:
+        raise UsageError(f"{OPTIONS[kind]} {target}: its first parameter is dy, so it is a backward; a model runs "
+                         "the forward")
+    return impl
+
+
+def check_family_options(family: str, dtype: str, tokens: int) -> None:
+    from normdiff.harness.data.dtypes import get_format
+
+    get_family(family)
+    get_format(dtype)  # an unknown dtype names the ones there are
+    if not 1 <= tokens <= 256:
+        raise UsageError(f"--tokens must be 1..256 (the small model's positions), got {tokens}")
+
+
+def model(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
+          timeout: float = 600.0) -> model_run.ModelRun:
+    if not swaps:
+        raise UsageError("nothing to swap in: give at least one of " + ", ".join(OPTIONS.values()) +
+                         " (or --mutants for the teaching table)")
+    check_family_options(family, dtype, tokens)
+    return model_run.run(family, swaps, dtype, seed, tokens, timeout)
+
+
+# ---- the teaching table ------------------------------------------------------------------------
+
+
+@dataclass
+class MutantRow:
+    mutant: str
+    bug: str  # what it gets wrong, from its registry entry
+    family: str = ""
+    kind: str = ""
+    runs: dict = field(default_factory=dict)  # dtype -> ModelRun
+    why_not: str = ""  # no family has a site of its op and convention
+
+    def as_dict(self) -> dict:
+        return {"mutant": self.mutant, "bug": self.bug, "family": self.family, "kind": self.kind,
+                "why_not": self.why_not, "runs": {dtype: _run_summary(run) for dtype, run in self.runs.items()}}
+
+    @property
+    def caught_in(self) -> list[str]:
+        return [dtype for dtype, run in self.runs.items() if run.first_diverging is not None or run.failed]
+
+
+def _run_summary(run: model_run.ModelRun) -> dict:
+    first, lg = run.first_diverging, run.logits
+    return {"first_diverging": first.path if first else None, "first_ulp": first.max_ulp if first else None,
+            "first_budget": first.budget if first else None,
+            "sites_out_of_budget": sum(not s.passing for s in run.sites if s.implementation),
+            "swapped_sites": sum(bool(s.implementation) for s in run.sites),
+            "logits_max_abs": lg.max_abs if lg else None, "logits_rel_l2": lg.rel_l2 if lg else None,
+            "top1_agreement": lg.top1_agreement if lg else None, "failed": run.failed}
+
+
+MUTANT_DTYPES = ("bfloat16", "float16", "float32")
+
+
+@dataclass
+class MutantTable:
+    dtypes: tuple
+    seed: int
+    tokens: int
+    rows: list[MutantRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"dtypes": list(self.dtypes), "seed": self.seed, "tokens": self.tokens,
+                "rows": [r.as_dict() for r in self.rows]}
+
+
+def site_for(impl: Implementation) -> tuple[str, str] | None:
+    """The first family (table order) with a site of one of the mutant's (op, convention)s."""
+    for name, fam in FAMILIES.items():
+        for kind in fam.kinds():
+            if set(fam.ops(kind)) & set(impl.op_conventions):
+                return name, kind
+    return None
+
+
+def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: float = 600.0) -> MutantTable:
+    """Each forward mutant alone in every site of its kind, in the first family that has that site,
+    once per dtype; all on one torch worker (one import)."""
+    for dtype in dtypes:
+        check_family_options(next(iter(FAMILIES)), dtype, tokens)
+    table = MutantTable(tuple(dtypes), seed, tokens)
+    forward = [i for i in registry.implementations() if i.kind == "mutant" and "forward" in i.passes]
+    tmp = runner.run_tmp_dir()
+    worker = Worker("torch", timeout=timeout, tmp_dir=tmp)
+    try:
+        for impl in forward:
+            row = MutantRow(impl.name, impl.description)
+            place = site_for(impl)
+            if place is None:
+                pairs = ", ".join(f"{o}@{c}" for o, c in sorted(impl.op_conventions))
+                row.why_not = f"no site computes {pairs}: " + _no_site_reason(impl)
+            else:
+                row.family, row.kind = place
+                row.runs = {dtype: model_run.run(row.family, {row.kind: impl}, dtype, seed, tokens, timeout,
+                                                 worker=worker) for dtype in dtypes}
+            table.rows.append(row)
+    finally:
+        worker.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return table
+
+
+def _no_site_reason(impl: Implementation) -> str:
+    ops = {o for o, _ in impl.op_conventions}
+    if "add_rms_norm" in ops:
+        return "transformers' decoder layers add the residual and then call the norm, two steps, not one fused call"
+    if "qk_norm_rope" in ops:
+        return "transformers' attention applies q_norm and RoPE in two calls; the qk sites are q_norm's"
+    return "none of the families normdiff model builds has one"
+
+
+# ---- text ----------------------------------------------------------------------------------------
+
+
+def describe(run: model_run.ModelRun) -> str:
+    swapped = ", ".join(f"{OPTIONS[k]} {v}" for k, v in run.swaps.items())
+    lines = [f"normdiff model --family {run.family} ({run.dtype}, {run.tokens} tokens, seed {run.seed}; transformers "
+             f"{run.versions.get('transformers', '?')}, torch {run.versions.get('torch', '?')}): {swapped}",
+             f"  {'site':<44} {'kind':<5} {'computed by':<22} {'ulp':>8} {'budget':>7}  {'outcome':<12} "
+             f"{'input drift':>11}"]
+    for s in run.sites:
+        who = s.implementation or "the model's own class"
+        lines.append(f"  {s.path:<44} {s.kind:<5} {who[:22]:<22} {number(s.max_ulp):>8} {number(s.budget):>7}  "
+                     f"{s.outcome:<12} {_drift(s.input_drift):>11}")
+    if run.failed:
+        lines.append(f"  {run.failed['path']}: the swapped implementation {run.failed['why']}; the model stopped there")
+    first = run.first_diverging
+    if first is not None and run.failed and first.path == run.failed["path"]:
+        lines.append(f"  first site out of budget: {first.path} ({first.kind}: it failed, no output)")
+    elif first is not None:
+        lines.append(f"  first site out of budget: {first.path} ({first.kind}: {number(first.max_ulp)} ulp against "
+                     f"{number(first.budget)}, {first.outcome})" + (f"; {first.detail}" if first.detail else ""))
+    if run.logits is not None:
+        lines.append(f"  final hidden state: {_comparison(run.hidden)}")
+        lines.append(f"  logits: {_comparison(run.logits)}; top-1 agreement {run.logits.top1_agreement:.0%} "
+                     f"of {run.tokens} tokens")
+    lines.append("  " + _own_classes(run))
+    swapped_sites = [s for s in run.sites if s.implementation]
+    bad = [s for s in swapped_sites if not s.passing]
+    verdict = "AGREES" if run.agrees else "DISAGREES"
+    lines.append(f"  {verdict}: {len(swapped_sites) - len(bad)} of {len(swapped_sites)} swapped sites within budget")
+    return printable("\n".join(lines))
+
+
+def _own_classes(run: model_run.ModelRun) -> str:
+    """The unswapped run's verdict on the model's own classes: the reference is judged too."""
+    own = run.own_out_of_budget
+    if own:
+        return ("the model's own class leaves its budget in the unswapped run at " +
+                ", ".join(f"{s.path} ({number(s.reference_max_ulp)} ulp against {number(s.budget)})" for s in own[:3]))
+    judged = [s for s in run.sites if s.budget == s.budget and s.budget > 0]
+    if not judged:
+        return "the model's own classes: nothing judged"
+    top = max(judged, key=lambda s: s.reference_max_ulp / s.budget)
+    return (f"the model's own classes, judged the same way: all {len(run.sites)} sites within budget (worst "
+            f"{number(top.reference_max_ulp)} ulp against {number(top.budget)}, {top.path})")
+
+
+def _drift(value: float) -> str:
+    return "0" if value == 0 else number(value)
+
+
+def _comparison(c: model_run.Comparison) -> str:
+    if c.identical:
+        return "bit-identical to the model's own classes"
+    return f"relative L2 {number(c.rel_l2)}, max |difference| {number(c.max_abs)}"
+
+
+def describe_mutants(table: MutantTable) -> str:
+    lines = [f"normdiff model --mutants ({table.tokens} tokens, seed {table.seed}): each forward mutant alone in every "
+             "site of its kind",
+             f"  {'mutant':<26} {'family':<9} {'dtype':<9} {'first site out of budget':<38} {'ulp':>9} {'budget':>6} "
+             f"{'logits rel L2':>13} {'top-1':>6}"]
+    for r in table.rows:
+        if not r.runs:
+            lines.append(f"  {r.mutant:<26} {'-':<9} {r.why_not}")
+            continue
+        for i, (dtype, run) in enumerate(r.runs.items()):
+            first, lg = run.first_diverging, run.logits
+            where = first.path if first else "none: within budget everywhere"
+            ulp, budget = (number(first.max_ulp), number(first.budget)) if first else ("-", "-")
+            rel, top = (number(lg.rel_l2), f"{lg.top1_agreement:.0%}") if lg else ("-", "-")
+            name, family = (r.mutant, r.family) if i == 0 else ("", "")
+            lines.append(f"  {name:<26} {family:<9} {dtype:<9} {where:<38} {ulp:>9} {budget:>6} {rel:>13} {top:>6}")
+            if run.failed:
+                lines.append(f"    raised at {run.failed['path']}: {run.failed['why']}")
+    return printable("\n".join(lines))
+
+
+__all__ = ["model", "mutants", "describe", "describe_mutants", "implementation_for"]

@@ -1,0 +1,131 @@
+"""The whole-model table: for each family `normdiff model` runs, the transformers config and model
+classes, a small config (a few layers, small widths: nothing is downloaded), and the norm sites,
+each matched by the end of its module path and tied to the op and convention it computes.
+
+Pure data (no torch, no transformers), like hf_families.py: the CLI validates --family and the
+kinds against it before any worker starts; implementations/hf_model.py builds and runs the model
+inside the torch worker.
+
+A site's *kind* is what the user swaps with one option: `norm` (--norm: the family's main norm, an
+RMSNorm or, for GPT-NeoX, a LayerNorm), `qk` (--qk: q_norm / k_norm), `gated` (--gated: the linear
+attention's or the Mamba2 mixer's gated norm) and `l2` (--l2: the gated delta rule's l2norm of q and
+k, a module-level function rather than a module).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from normdiff.harness.data.errors import UsageError
+
+KINDS = ("norm", "qk", "gated", "l2")
+
+# how a site's input maps onto the op's x of shape (rows, width):
+ROWS = "rows"  # (..., width): every leading axis is a row
+HEADS = "heads"  # (batch, tokens, heads, head_dim) -> (batch * tokens, heads * head_dim)
+HEADS_FIRST = "heads_first"  # (batch, heads, tokens, head_dim), as Gemma3's attention lays q out
+FULL_VECTOR = "full_vector"  # (batch, tokens, heads * head_dim): OLMo2's q_norm over the whole projection
+
+
+@dataclass(frozen=True)
+class SiteRule:
+    suffix: str  # the module path ends with it ("input_layernorm", "self_attn.q_norm"); a function's name
+    kind: str
+    op: str
+    convention: str
+    layout: str = ROWS
+    heads: str = ""  # the config field that gives the site's heads (num_attention_heads, n_groups)
+    function: str = ""  # a module-level function of the modeling module (l2norm), not a module
+    caller: str = ""  # (function) the module whose forward calls it, named in the site's path
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.suffix}: kind {self.kind!r} is not one of {KINDS}")
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    name: str  # as --family takes it
+    config: str  # transformers config class
+    model: str  # transformers causal-LM class
+    settings: tuple[tuple[str, object], ...]  # the small config
+    sites: tuple[SiteRule, ...]
+    modeling: str = ""  # the modeling module, where a function site's function lives
+    final: str = "model.norm"  # the final norm's path (its weights are drawn as a final norm's)
+    embedding: str = "model.embed_tokens"
+    # the config field of the norms' eps, set to the norm convention's (Llama's 1e-5, not
+    # LlamaConfig's default 1e-6: a hard-coded 1e-6 must be caught)
+    eps_field: str = "rms_norm_eps"
+
+    def norm_eps(self) -> float:
+        from normdiff.harness.data.conventions import get_contract
+
+        ((op, convention),) = self.ops("norm")
+        return get_contract(op, convention).eps
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(rule.kind for rule in self.sites))
+
+    def rule_for(self, path: str) -> SiteRule | None:
+        """The rule of the module at `path`, if it is a norm site: the longest suffix that matches
+        ("linear_attn.norm" before "norm")."""
+        matches = [r for r in self.sites if not r.function and (path == r.suffix or path.endswith("." + r.suffix))]
+        return max(matches, key=lambda r: len(r.suffix), default=None)
+
+    def ops(self, kind: str) -> list[tuple[str, str]]:
+        """The (op, convention) pairs this family's sites of `kind` compute."""
+        return list(dict.fromkeys((r.op, r.convention) for r in self.sites if r.kind == kind))
+
+
+_SMALL = (("vocab_size", 256), ("hidden_size", 256), ("intermediate_size", 512), ("num_hidden_layers", 4),
+          ("num_attention_heads", 4), ("num_key_value_heads", 2), ("head_dim", 64), ("max_position_embeddings", 256),
+          ("tie_word_embeddings", False))
+_MODELS = "transformers.models."
+
+
+def _rms(suffixes: str, convention: str, op: str = "rms_norm", kind: str = "norm") -> tuple[SiteRule, ...]:
+    return tuple(SiteRule(s, kind, op, convention) for s in suffixes.split())
+
+
+def _qk(convention: str, layout: str) -> tuple[SiteRule, ...]:
+    return (SiteRule("self_attn.q_norm", "qk", "qk_norm", convention, layout, "num_attention_heads"),
+            SiteRule("self_attn.k_norm", "qk", "qk_norm", convention, layout, "num_key_value_heads"))
+
+
+FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
+    ModelFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", _SMALL,
+                _rms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS)),
+    # three linear-attention layers (gated norm, l2norm of q and k), then one full-attention layer
+    ModelFamily("qwen3.5", "Qwen3_5TextConfig", "Qwen3_5ForCausalLM", _SMALL + (
+        ("linear_num_value_heads", 4), ("linear_num_key_heads", 2), ("linear_key_head_dim", 64),
+        ("linear_value_head_dim", 64), ("linear_conv_kernel_dim", 4)),
+        _rms("input_layernorm post_attention_layernorm norm", "qwen3.5") + _qk("qwen3.5", HEADS)
+        + (SiteRule("linear_attn.norm", "gated", "gated_rms_norm", "qwen3.5"),
+           SiteRule("l2norm", "l2", "l2_norm", "qwen3.5", function="l2norm", caller="linear_attn")),
+        modeling=_MODELS + "qwen3_5.modeling_qwen3_5"),
+    ModelFamily("olmo2", "Olmo2Config", "Olmo2ForCausalLM", _SMALL + (("eos_token_id", 2), ("pad_token_id", 1)),
+                _rms("post_attention_layernorm post_feedforward_layernorm norm", "olmo2")
+                + _qk("olmo2", FULL_VECTOR)),
+    ModelFamily("gemma3", "Gemma3TextConfig", "Gemma3ForCausalLM", _SMALL + (("sliding_window", 16),),
+                _rms("input_layernorm post_attention_layernorm pre_feedforward_layernorm post_feedforward_layernorm "
+                     "norm", "gemma3") + _qk("gemma3", HEADS_FIRST)),
+    ModelFamily("llama", "LlamaConfig", "LlamaForCausalLM", _SMALL,
+                _rms("input_layernorm post_attention_layernorm norm", "llama")),
+    # nn.LayerNorm with a bias: the LayerNorm of GPT-NeoX / Pythia (convention torch = F.layer_norm)
+    ModelFamily("gpt-neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
+                tuple((k, v) for k, v in _SMALL if k not in ("num_key_value_heads", "head_dim")),
+                _rms("input_layernorm post_attention_layernorm final_layer_norm", "torch", op="layer_norm"),
+                final="gpt_neox.final_layer_norm", embedding="gpt_neox.embed_in", eps_field="layer_norm_eps"),
+    # the mixer's grouped gated norm (MambaRMSNormGated, 2 groups); the block norms are Llama's code
+    ModelFamily("mamba2", "Mamba2Config", "Mamba2ForCausalLM", (
+        ("vocab_size", 256), ("hidden_size", 256), ("num_hidden_layers", 4), ("num_heads", 8), ("head_dim", 64),
+        ("state_size", 16), ("n_groups", 2), ("expand", 2), ("chunk_size", 16), ("tie_word_embeddings", False)),
+        _rms("norm norm_f", "llama")
+        + (SiteRule("mixer.norm", "gated", "group_gated_rms_norm", "mamba2", heads="n_groups"),),
+        final="backbone.norm_f", embedding="backbone.embeddings", eps_field="layer_norm_epsilon"),
+)}
+
+
+def get_family(name: str) -> ModelFamily:
+    if name not in FAMILIES:
+        raise UsageError(f"unknown --family {name!r}; the families normdiff model builds: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
