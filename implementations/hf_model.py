@@ -19,117 +19,20 @@ rows reach the regime where eps matters, which a table of one scale never does.
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
-
 import numpy as np
 import torch
 import transformers
 
-from normdiff.cases.model import CaseInputs
 from normdiff.cases.regimes import BIAS_REGIMES, WEIGHT_REGIMES, final_norm_offsets
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
-from normdiff.harness.data.ops import get_op
 from normdiff.implementations.frameworks import to_numpy
-from normdiff.implementations.frameworks.torch import from_numpy
-from normdiff.implementations.hf_model_families import FULL_VECTOR, HEADS, HEADS_FIRST, ModelFamily, get_family
+from normdiff.implementations.hf_model_families import ModelFamily, get_family
+from normdiff.implementations.hf_model_sites import (FusedSite, RotarySite, Site, SiteFailed, function_sites,
+                                                     rotary_sites, wrap)
 from normdiff.implementations.loading import make_adapter
 
 EMBEDDING_DECADES = (-2.0, 1.0)  # each token row's scale is 10**U(these)
-
-
-class SiteFailed(Exception):
-    """A swapped implementation raised or returned something the model cannot take."""
-
-    def __init__(self, path: str, why: str):
-        super().__init__(f"{path}: {why}")
-        self.path, self.why = path, why
-
-
-class Site:
-    """One norm site: how its call maps onto the op's operands, and what it was given and gave."""
-
-    def __init__(self, path: str, rule, module, heads: int):
-        self.path, self.rule, self.module, self.heads = path, rule, module, heads
-        self.record = get_op(rule.op)
-        self.adapter = None  # set for the swapped run
-        self.calls: list[dict] = []
-        self.order: list[str] = []  # shared by a model's sites: their paths in the order first called
-
-    def eps(self, kwargs: dict) -> float:
-        if self.module is None:
-            return float(kwargs.get("eps", 1e-6))
-        value = getattr(self.module, "variance_epsilon", getattr(self.module, "eps", None))
-        return float(value)
-
-    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
-        """The op's arrays (in call order) and x's shape as the model holds it."""
-        call = self.record.module_call or ("x",)
-        given = dict(zip(call, args))
-        given.update({k: v for k, v in kwargs.items() if k in call})
-        if "gate" in call and "gate" not in given:
-            given["gate"] = kwargs.get("gate")
-        shape = tuple(given["x"].shape)
-        arrays = {}
-        for name in self.record.inputs:
-            if name in given:
-                arrays[name] = to_numpy(self.to_rows(given[name]))
-            else:  # a parameter of the module (weight, bias)
-                arrays[name] = to_numpy(getattr(self.module, name))
-        return arrays, shape
-
-    def to_rows(self, t: torch.Tensor) -> torch.Tensor:
-        if self.rule.layout == HEADS_FIRST:
-            t = t.transpose(1, 2)
-        if self.rule.layout in (HEADS, HEADS_FIRST):
-            return t.reshape(-1, t.shape[-2] * t.shape[-1]).contiguous()
-        return t.reshape(-1, t.shape[-1]).contiguous()
-
-    def from_rows(self, t: torch.Tensor, shape: tuple) -> torch.Tensor:
-        if self.rule.layout == HEADS_FIRST:
-            b, h, n, d = shape
-            return t.reshape(b, n, h, d).transpose(1, 2)
-        return t.reshape(shape)
-
-    def num_heads(self, width: int) -> int:
-        if self.rule.layout in (HEADS, HEADS_FIRST, FULL_VECTOR) or self.rule.heads:
-            return self.heads
-        return 1
-
-    def __call__(self, original, args: tuple, kwargs: dict):
-        arrays, shape = self.operands(args, kwargs)
-        heads = self.num_heads(arrays["x"].shape[-1])
-        eps = self.eps(kwargs)
-        if self.adapter is None:
-            out = original(*args, **kwargs)
-            y = to_numpy(self.to_rows(out))
-        else:
-            y = self.swapped(arrays, heads, eps)
-            out = self.from_rows(from_numpy(y.astype(arrays["x"].dtype, copy=False)), shape)
-        if not self.calls:
-            self.order.append(self.path)
-        self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": y})
-        return out
-
-    def swapped(self, arrays: dict, heads: int, eps: float) -> np.ndarray:
-        contract = get_contract(self.rule.op, self.rule.convention).replace(eps=eps)
-        inputs = CaseInputs({k: v.copy() for k, v in arrays.items()}, heads)
-        try:
-            value = self.adapter(self.rule.op, contract, inputs)
-            y = to_numpy(value)
-        except Exception as exc:
-            raise SiteFailed(self.path, f"raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(y, np.ndarray) or y.shape != arrays["x"].shape:
-            got = getattr(y, "shape", type(y).__name__)
-            raise SiteFailed(self.path, f"returned {got}; the site needs {arrays['x'].shape}")
-        return y
-
-
-def _wrap(module, site: Site) -> None:
-    """Route the module's forward through the site (an instance attribute: the class is untouched)."""
-    original = module.forward
-    module.forward = lambda *args, **kwargs: site(original, args, kwargs)
 
 
 # ---- building --------------------------------------------------------------------------------
@@ -141,7 +44,15 @@ def build(family: ModelFamily, dtype: str, seed: int) -> torch.nn.Module:
     config = config_cls(**dict(family.settings), **{family.eps_field: family.norm_eps()})
     config._attn_implementation = "eager"  # the same attention on every machine
     torch.manual_seed(seed)
-    model = model_cls(config).eval().to(getattr(torch, get_format(dtype).name))
+    # built as from_pretrained(dtype=...) builds it: under that default dtype, so that buffers made
+    # in float32 on purpose stay float32 (RoPE's inv_freq: a model.to(bfloat16) would round it, and
+    # transformers' own RoPE then sits ~30 bf16 ulp from the float32-angle contract at position 124)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, get_format(dtype).name))
+    try:
+        model = model_cls(config).eval()
+    finally:
+        torch.set_default_dtype(previous)
     rng = np.random.default_rng(seed)
     _scale_embeddings(model, family, rng)
     for path, module in model.named_modules():
@@ -172,65 +83,27 @@ def _set_trained(module, rule, rng, final: bool) -> None:
             bias.copy_(torch.from_numpy(BIAS_REGIMES["trained"](rng, (bias.numel(),))).to(bias.dtype))
 
 
-def install(model, family: ModelFamily) -> list[Site]:
+def install(model, family: ModelFamily, kinds=()) -> list[Site]:
     """Every norm site of the model, in module order, each wrapped; function sites (l2norm) are
-    wrapped by `function_sites` around a forward."""
+    wrapped by `function_sites` around a forward. `kinds`: those swapped (a fused site is one only
+    when its kind is swapped)."""
     sites, order = [], []
     config = model.config
-    for path, module in model.named_modules():
-        rule = family.rule_for(path)
+    for path, module in list(model.named_modules()):
+        rule = family.rule_for(path, kinds)
         if rule is None:
             continue
         heads = int(getattr(config, rule.heads)) if rule.heads else 1
-        site = Site(path, rule, module, heads)
+        if rule.fuses:
+            site = FusedSite(path, rule, module, heads, model.get_submodule(path.rpartition(".")[0]))
+        elif rule.rotary:
+            site = RotarySite(path, rule, module, heads)
+        else:
+            site = Site(path, rule, module, heads)
         site.order = order
-        _wrap(module, site)
+        wrap(module, site)
         sites.append(site)
     return sites
-
-
-@contextlib.contextmanager
-def function_sites(model, family: ModelFamily, sites: list[Site]):
-    """The modeling module's norm functions (Qwen3.5's l2norm of q and k) replaced for the forward:
-    each call is a site named by the module whose forward makes it and the call's place in it
-    (l2norm[0] is q's, l2norm[1] k's)."""
-    rules = [r for r in family.sites if r.function]
-    if not rules:
-        yield
-        return
-    modeling = importlib.import_module(family.modeling)
-    by_path = {s.path: s for s in sites}
-    saved, hooks, current = {}, [], {"path": "", "count": 0}
-
-    def enter(path):
-        def pre(_module, _args):
-            current.update(path=path, count=0)
-        return pre
-
-    for rule in rules:
-        for path, module in model.named_modules():
-            if path.endswith("." + rule.caller):
-                hooks.append(module.register_forward_pre_hook(enter(path)))
-        original = getattr(modeling, rule.function)
-        saved[rule.function] = original
-
-        def replacement(*args, _rule=rule, _original=original, **kwargs):
-            name = f"{current['path']}.{_rule.function}[{current['count']}]"
-            current["count"] += 1
-            if name not in by_path:
-                by_path[name] = Site(name, _rule, None, 1)
-                by_path[name].order = sites[0].order
-                sites.append(by_path[name])
-            return by_path[name](_original, args, kwargs)
-
-        setattr(modeling, rule.function, replacement)
-    try:
-        yield
-    finally:
-        for name, original in saved.items():
-            setattr(modeling, name, original)
-        for h in hooks:
-            h.remove()
 
 
 # ---- running ---------------------------------------------------------------------------------
@@ -244,7 +117,7 @@ def run(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, 
     there)."""
     fam = get_family(family)
     model = build(fam, dtype, seed)
-    sites = install(model, fam)
+    sites = install(model, fam, tuple(swaps or ()))
     vocab = model.config.vocab_size
     ids = torch.from_numpy(np.random.default_rng(seed + 1).permutation(vocab)[:tokens].astype(np.int64))[None]
     reference = _forward(model, fam, sites, ids)
@@ -268,7 +141,7 @@ def _forward(model, family: ModelFamily, sites: list[Site], ids) -> dict:
         s.calls = []
     del sites[0].order[:]
     try:
-        with torch.no_grad(), function_sites(model, family, sites):
+        with torch.no_grad(), function_sites(model, family, sites), rotary_sites(family, sites):
             out = model(ids, output_hidden_states=True)
     except SiteFailed as exc:  # what the sites before it were given and gave is kept
         out, failed = None, {"path": exc.path, "why": exc.why}

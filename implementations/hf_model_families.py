@@ -8,8 +8,12 @@ inside the torch worker.
 
 A site's *kind* is what the user swaps with one option: `norm` (--norm: the family's main norm, an
 RMSNorm or, for GPT-NeoX, a LayerNorm), `qk` (--qk: q_norm / k_norm), `gated` (--gated: the linear
-attention's or the Mamba2 mixer's gated norm) and `l2` (--l2: the gated delta rule's l2norm of q and
-k, a module-level function rather than a module).
+attention's or the Mamba2 mixer's gated norm), `l2` (--l2: the gated delta rule's l2norm of q and
+k, a module-level function rather than a module) and `add` (--add: the residual add and the norm
+after attention as one fused call, vLLM's fused_add_rms_norm: x is the attention's output, residual
+the decoder layer's input; the norm module alone is a `norm` site unless --add is given) and `rope`
+(--rope: q_norm / k_norm and the RoPE after them as one call, qk_norm_rope; the norms alone are `qk`
+sites unless --rope is given).
 """
 from __future__ import annotations
 
@@ -17,7 +21,15 @@ from dataclasses import dataclass
 
 from normdiff.harness.data.errors import UsageError
 
-KINDS = ("norm", "qk", "gated", "l2")
+# kind -> what its option swaps in (the CLI's --KIND help)
+KINDS = {
+    "norm": "the main norm (RMSNorm; GPT-NeoX's LayerNorm)",
+    "qk": "q_norm and k_norm",
+    "gated": "the gated norm (Qwen3.5's linear attention, the Mamba2 mixer's)",
+    "l2": "Qwen3.5's l2norm of q and k",
+    "add": "the residual add and post_attention_layernorm as one fused call (vLLM's fused_add_rms_norm)",
+    "rope": "q_norm / k_norm and the RoPE after them as one call (qk_norm_rope)",
+}
 
 # how a site's input maps onto the op's x of shape (rows, width):
 ROWS = "rows"  # (..., width): every leading axis is a row
@@ -36,10 +48,15 @@ class SiteRule:
     heads: str = ""  # the config field that gives the site's heads (num_attention_heads, n_groups)
     function: str = ""  # a module-level function of the modeling module (l2norm), not a module
     caller: str = ""  # (function) the module whose forward calls it, named in the site's path
+    # (add) the sibling module whose output is the add's x, and the one whose output the decoder
+    # layer adds to the residual next (the fused call's residual_out goes on in its place)
+    fuses: str = ""
+    then: str = ""
+    rotary: str = ""  # (rope) the modeling module's RoPE function the attention applies after the norm
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"{self.suffix}: kind {self.kind!r} is not one of {KINDS}")
+            raise ValueError(f"{self.suffix}: kind {self.kind!r} is not one of {tuple(KINDS)}")
 
 
 @dataclass(frozen=True)
@@ -65,11 +82,28 @@ class ModelFamily:
     def kinds(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(rule.kind for rule in self.sites))
 
-    def rule_for(self, path: str) -> SiteRule | None:
+    def rule_for(self, path: str, kinds=()) -> SiteRule | None:
         """The rule of the module at `path`, if it is a norm site: the longest suffix that matches
-        ("linear_attn.norm" before "norm")."""
+        ("linear_attn.norm" before "norm"); of two on the same module, a fused one only when its
+        kind is among `kinds` (those swapped)."""
         matches = [r for r in self.sites if not r.function and (path == r.suffix or path.endswith("." + r.suffix))]
-        return max(matches, key=lambda r: len(r.suffix), default=None)
+        if not matches:
+            return None
+        longest = max(len(r.suffix) for r in matches)
+        best = [r for r in matches if len(r.suffix) == longest]
+        fused = [r for r in best if r.fuses or r.rotary]
+        return next((r for r in fused if r.kind in kinds), next(r for r in best if r not in fused))
+
+    def shadowed(self, kinds) -> dict[str, str]:
+        """kind -> the fused kind that takes all of its modules when both are swapped (--qk with
+        --rope: every q_norm and k_norm becomes a rope site, and --qk has nothing left)."""
+        fused = {r.suffix: r.kind for r in self.sites if (r.fuses or r.rotary) and r.kind in kinds}
+        out = {}
+        for kind in kinds:
+            own = {r.suffix for r in self.sites if r.kind == kind and not (r.fuses or r.rotary)}
+            if own and own <= set(fused):
+                out[kind] = fused[next(iter(own))]
+        return out
 
     def ops(self, kind: str) -> list[tuple[str, str]]:
         """The (op, convention) pairs this family's sites of `kind` compute."""
@@ -91,9 +125,28 @@ def _qk(convention: str, layout: str) -> tuple[SiteRule, ...]:
             SiteRule("self_attn.k_norm", "qk", "qk_norm", convention, layout, "num_key_value_heads"))
 
 
+def _add(convention: str) -> tuple[SiteRule, ...]:
+    return (SiteRule("post_attention_layernorm", "add", "add_rms_norm", convention, fuses="self_attn", then="mlp"),)
+
+
+def _rope(convention: str) -> tuple[SiteRule, ...]:
+    return tuple(SiteRule(f"self_attn.{which}_norm", "rope", "qk_norm_rope", convention, HEADS, heads,
+                          rotary="apply_rotary_pos_emb")
+                 for which, heads in (("q", "num_attention_heads"), ("k", "num_key_value_heads")))
+
+
+# Qwen3's RoPE base (transformers' Qwen3Config defaults to 1e4; the qwen3 convention's is Qwen3's 1e6)
+_QWEN3 = _SMALL + (("rope_parameters", {"rope_type": "default", "rope_theta": 1e6}),)
+
+
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
-    ModelFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", _SMALL,
-                _rms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS)),
+    ModelFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", _QWEN3,
+                _rms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS) + _add("qwen3")
+                + _rope("qwen3"), modeling=_MODELS + "qwen3.modeling_qwen3"),
+    # the same model judged as vLLM serves it: its native RMSNorm, and fused_add_rms_norm keeping
+    # x + residual in float32 for the variance (transformers' unfused code rounds it first: vLLM #52104)
+    ModelFamily("vllm-qwen3", "Qwen3Config", "Qwen3ForCausalLM", _QWEN3,
+                _rms("input_layernorm post_attention_layernorm norm", "vllm") + _qk("qwen3", HEADS) + _add("vllm")),
     # three linear-attention layers (gated norm, l2norm of q and k), then one full-attention layer
     ModelFamily("qwen3.5", "Qwen3_5TextConfig", "Qwen3_5ForCausalLM", _SMALL + (
         ("linear_num_value_heads", 4), ("linear_num_key_heads", 2), ("linear_key_head_dim", 64),

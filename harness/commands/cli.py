@@ -503,15 +503,13 @@ def _weights(args) -> int:
 
 
 def _model_parser(sub) -> None:
-    from normdiff.implementations.hf_model_families import FAMILIES
+    from normdiff.implementations.hf_model_families import FAMILIES, KINDS
 
     m = sub.add_parser("model", help="your norm classes in every site of a small HF model: each site judged, the "
                                      "first one out of budget named, the logits compared")
     m.add_argument("--family", choices=list(FAMILIES), help="the model family to build (small config, nothing "
                    "downloaded)")
-    for kind, what in (("norm", "the main norm (RMSNorm; GPT-NeoX's LayerNorm)"), ("qk", "q_norm and k_norm"),
-                       ("gated", "the gated norm (Qwen3.5 linear attention, Mamba2 mixer)"),
-                       ("l2", "Qwen3.5's l2norm of q and k")):
+    for kind, what in KINDS.items():
         m.add_argument(f"--{kind}", metavar="TARGET", help=f"what computes {what}: a registered implementation's "
                        "name, FILE.py:NAME or package.module:NAME")
     _user_code_options(m, what=" of a TARGET that is your code")

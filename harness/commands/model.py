@@ -72,6 +72,9 @@ def model(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, toke
         raise UsageError("nothing to swap in: give at least one of " + ", ".join(OPTIONS.values()) +
                          " (or --mutants for the teaching table)")
     check_family_options(family, dtype, tokens)
+    for kind, by in get_family(family).shadowed(swaps).items():
+        raise UsageError(f"{OPTIONS[kind]} and {OPTIONS[by]} swap the same modules ({by} takes every {kind} site); "
+                         "give one of them")
     return model_run.run(family, swaps, dtype, seed, tokens, timeout)
 
 
@@ -145,7 +148,7 @@ def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: flo
             place = site_for(impl)
             if place is None:
                 pairs = ", ".join(f"{o}@{c}" for o, c in sorted(impl.op_conventions))
-                row.why_not = f"no site computes {pairs}: " + _no_site_reason(impl)
+                row.why_not = f"no site computes {pairs} in the families normdiff model builds"
             else:
                 row.family, row.kind = place
                 row.runs = {dtype: model_run.run(row.family, {row.kind: impl}, dtype, seed, tokens, timeout,
@@ -155,15 +158,6 @@ def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: flo
         worker.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return table
-
-
-def _no_site_reason(impl: Implementation) -> str:
-    ops = {o for o, _ in impl.op_conventions}
-    if "add_rms_norm" in ops:
-        return "transformers' decoder layers add the residual and then call the norm, two steps, not one fused call"
-    if "qk_norm_rope" in ops:
-        return "transformers' attention applies q_norm and RoPE in two calls; the qk sites are q_norm's"
-    return "none of the families normdiff model builds has one"
 
 
 # ---- text ----------------------------------------------------------------------------------------
@@ -226,11 +220,11 @@ def _comparison(c: model_run.Comparison) -> str:
 def describe_mutants(table: MutantTable) -> str:
     lines = [f"normdiff model --mutants ({table.tokens} tokens, seed {table.seed}): each forward mutant alone in every "
              "site of its kind",
-             f"  {'mutant':<26} {'family':<9} {'dtype':<9} {'first site out of budget':<38} {'ulp':>9} {'budget':>6} "
+             f"  {'mutant':<26} {'family':<10} {'dtype':<9} {'first site out of budget':<40} {'ulp':>9} {'budget':>6} "
              f"{'logits rel L2':>13} {'top-1':>6}"]
     for r in table.rows:
         if not r.runs:
-            lines.append(f"  {r.mutant:<26} {'-':<9} {r.why_not}")
+            lines.append(f"  {r.mutant:<26} {'-':<10} {r.why_not}")
             continue
         for i, (dtype, run) in enumerate(r.runs.items()):
             first, lg = run.first_diverging, run.logits
@@ -238,7 +232,7 @@ def describe_mutants(table: MutantTable) -> str:
             ulp, budget = (number(first.max_ulp), number(first.budget)) if first else ("-", "-")
             rel, top = (number(lg.rel_l2), f"{lg.top1_agreement:.0%}") if lg else ("-", "-")
             name, family = (r.mutant, r.family) if i == 0 else ("", "")
-            lines.append(f"  {name:<26} {family:<9} {dtype:<9} {where:<38} {ulp:>9} {budget:>6} {rel:>13} {top:>6}")
+            lines.append(f"  {name:<26} {family:<10} {dtype:<9} {where:<40} {ulp:>9} {budget:>6} {rel:>13} {top:>6}")
             if run.failed:
                 lines.append(f"    raised at {run.failed['path']}: {run.failed['why']}")
     return printable("\n".join(lines))

@@ -134,7 +134,8 @@ def _judge_site(site: dict, implementation: str, failed: dict | None = None) -> 
     worst, ref_worst = _worst(swapped), _worst(reference)
     x_drift = max((rel_l2(s["arrays"]["x"], r["arrays"]["x"]) for s, r in zip(site["swapped"], site["reference"])),
                   default=float("nan"))
-    y_drift = max((rel_l2(s["y"], r["y"]) for s, r in zip(site["swapped"], site["reference"])), default=float("nan"))
+    y_drift = max((rel_l2(_results(s)["y"], _results(r)["y"]) for s, r in zip(site["swapped"], site["reference"])),
+                  default=float("nan"))
     return SiteResult(site["path"], site["kind"], site["op"], site["convention"], implementation, worst.outcome,
                       worst.max_ulp, worst.tolerance_ulp, ref_worst.outcome, ref_worst.max_ulp, x_drift, y_drift,
                       worst.detail)
@@ -146,9 +147,15 @@ def judge_call(site: dict, call: dict) -> judge.Measurement:
     x = arrays["x"]
     case = Case(site["op"], site["convention"], format_of(x).name, x.shape[0], x.shape[1], heads, eps=call["eps"])
     prepared = runner.prepare(case, inputs=CaseInputs(arrays, heads))
-    e = prepared.expected["y"]
     with np.errstate(all="ignore"):
-        return judge.judge(call["y"], e.ref, get_format(case.dtype), e.budget, heads, case.op, systematic=e.systematic)
+        judged = [judge.judge(out, e.ref, get_format(case.dtype), e.budget, heads, case.op, systematic=e.systematic)
+                  for e, out in ((prepared.expected[name], out) for name, out in _results(call).items())]
+    return _worst(judged)
+
+
+def _results(call: dict) -> dict:
+    """A call's outputs by result: y, and a fused add's residual_out."""
+    return call["y"] if isinstance(call["y"], dict) else {"y": call["y"]}
 
 
 def _worst(measurements: list) -> judge.Measurement:

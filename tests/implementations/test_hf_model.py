@@ -12,7 +12,7 @@ from normdiff.implementations.hf_model_families import FAMILIES, HEADS_FIRST, Si
 from normdiff.implementations.registry import get  # noqa: E402
 
 # per family: the sites a 4-layer model has (its layers' sites, then the final norm)
-SITES = {"qwen3": 4 * 4 + 1, "qwen3.5": 3 * 5 + 4 + 1, "olmo2": 4 * 4 + 1, "gemma3": 4 * 6 + 1, "llama": 4 * 2 + 1,
+SITES = {"qwen3": 4 * 4 + 1, "vllm-qwen3": 4 * 4 + 1, "qwen3.5": 3 * 5 + 4 + 1, "olmo2": 4 * 4 + 1, "gemma3": 4 * 6 + 1, "llama": 4 * 2 + 1,
          "gpt-neox": 4 * 2 + 1, "mamba2": 4 * 2 + 1}
 
 
@@ -27,7 +27,7 @@ def test_every_site_is_found_and_called_once(runs, name):
     assert len(sites) == SITES[name], [s["path"] for s in sites]
     assert all(len(s["reference"]) == 1 for s in sites)
     kinds = {s["kind"] for s in sites}
-    assert kinds == set(FAMILIES[name].kinds())
+    assert kinds == set(FAMILIES[name].kinds()) - {"add", "rope"}  # fused sites only when they are swapped
     # no swap: the swapped run is the reference run, bit for bit
     assert runs[name]["swapped"]["logits"].tobytes() == runs[name]["reference"]["logits"].tobytes()
 
@@ -95,3 +95,40 @@ def test_a_failing_swap_stops_the_model_there_and_restores_the_functions(monkeyp
     assert result["failed"] == {"path": "model.layers.0.linear_attn.l2norm[0]", "why": "raised RuntimeError: no kernel"}
     assert result["swapped"] is None
     assert modeling.l2norm is original
+
+
+def test_buffers_made_in_float32_stay_float32_in_a_bf16_model():
+    # as from_pretrained(dtype=bfloat16) builds it; a model.to(bfloat16) would round RoPE's frequencies
+    model = hf_model.build(FAMILIES["qwen3"], "bfloat16", 0)
+    assert model.model.layers[0].input_layernorm.weight.dtype == torch.bfloat16
+    assert model.model.rotary_emb.inv_freq.dtype == torch.float32
+    assert float(model.model.rotary_emb.inv_freq[1]) == pytest.approx(1e6 ** (-2 / 64), rel=1e-6)  # Qwen3's base
+
+
+def test_a_fused_site_takes_the_attention_output_and_the_layer_input():
+    result = hf_model.run("qwen3", "bfloat16", 0, 8, {"add": get("numpy")})
+    add = [s for s in result["sites"] if s["kind"] == "add"]
+    assert [s["path"] for s in add] == [f"model.layers.{i}.post_attention_layernorm" for i in range(4)]
+    call = add[0]["reference"][0]
+    h = call["y"]["residual_out"]
+    x, residual = call["arrays"]["x"].astype(np.float32), call["arrays"]["residual"].astype(np.float32)
+    assert np.array_equal((x + residual).astype(h.dtype), h)  # the model's own sum, rounded as it rounds it
+    assert result["swapped"]["logits"].tobytes() == result["reference"]["logits"].tobytes()
+
+
+def test_a_wrong_residual_out_travels_on():
+    result = hf_model.run("qwen3", "bfloat16", 0, 8, {"add": get("add-residual-truncated")})
+    assert result["failed"] is None
+    assert result["swapped"]["logits"].tobytes() != result["reference"]["logits"].tobytes()
+
+
+def test_rotary_sites_give_the_models_own_rope_back_and_restore_the_function():
+    import transformers.models.qwen3.modeling_qwen3 as modeling
+
+    original = modeling.apply_rotary_pos_emb
+    result = hf_model.run("qwen3", "bfloat16", 0, 8, {"rope": get("hf-qwen3")})
+    rope = [s for s in result["sites"] if s["kind"] == "rope"]
+    assert len(rope) == 8 and rope[0]["path"] == "model.layers.0.self_attn.q_norm"
+    assert rope[0]["reference"][0]["arrays"]["positions"].tolist() == list(range(8))
+    assert result["swapped"]["logits"].tobytes() == result["reference"]["logits"].tobytes()
+    assert modeling.apply_rotary_pos_emb is original

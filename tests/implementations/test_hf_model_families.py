@@ -11,6 +11,7 @@ from normdiff.implementations.hf_model_families import FAMILIES, KINDS, get_fami
 def test_each_kind_is_one_op_and_convention(name):
     fam = FAMILIES[name]
     assert set(fam.kinds()) <= set(KINDS)
+    assert not fam.shadowed([k for k in fam.kinds() if k not in ("add", "rope")])
     assert "norm" in fam.kinds()
     for kind in fam.kinds():
         ((op, convention),) = fam.ops(kind)
@@ -41,3 +42,13 @@ def test_llama_runs_at_its_convention_eps_not_the_config_default():
 def test_an_unknown_family_lists_the_known_ones():
     with pytest.raises(UsageError, match="qwen3.5"):
         get_family("qwen4")
+
+
+def test_a_fused_kind_takes_its_modules_only_when_swapped():
+    qwen3 = FAMILIES["qwen3"]
+    assert qwen3.rule_for("model.layers.0.post_attention_layernorm").kind == "norm"
+    assert qwen3.rule_for("model.layers.0.post_attention_layernorm", ("add",)).kind == "add"
+    assert qwen3.rule_for("model.layers.0.input_layernorm", ("add",)).kind == "norm"
+    assert qwen3.rule_for("model.layers.0.self_attn.q_norm", ("rope",)).op == "qk_norm_rope"
+    assert qwen3.shadowed(("qk", "rope")) == {"qk": "rope"}
+    assert qwen3.shadowed(("norm", "add")) == {}  # input_layernorm and the final norm stay norm sites

@@ -14,8 +14,13 @@ pytest.importorskip("transformers")
 
 # the family's own class for each kind, as a registered implementation (GPT-NeoX's norm is nn.LayerNorm;
 # Mamba2's block norm is LlamaRMSNorm's code)
-OWN = {"qwen3": "hf-qwen3", "qwen3.5": "hf-qwen3.5", "olmo2": "hf-olmo2", "gemma3": "hf-gemma3", "llama": "hf-llama",
+OWN = {"qwen3": "hf-qwen3", "vllm-qwen3": "hf-qwen3", "qwen3.5": "hf-qwen3.5", "olmo2": "hf-olmo2", "gemma3": "hf-gemma3", "llama": "hf-llama",
        "gpt-neox": {"norm": "torch-nn.LayerNorm"}, "mamba2": {"norm": "hf-llama", "gated": "hf-mamba2"}}
+
+
+def _plain(family: str) -> list[str]:
+    """The kinds that are one module each (add and rope fuse two steps: no HF class is that call)."""
+    return [k for k in FAMILIES[family].kinds() if k not in ("add", "rope")]
 
 
 def _own(family: str, kind: str) -> str:
@@ -63,7 +68,7 @@ def test_compare_says_identical_only_for_the_same_bits():
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_models_own_classes_give_its_logits_bit_for_bit(worker, family):
-    swaps = {kind: get(_own(family, kind)) for kind in FAMILIES[family].kinds()}
+    swaps = {kind: get(_own(family, kind)) for kind in _plain(family)}
     run = model_run.run(family, swaps, "bfloat16", 0, 64, worker=worker)
     assert run.agrees, [(s.path, s.outcome, s.max_ulp) for s in run.sites if not s.passing]
     assert run.logits.identical and run.hidden.identical
@@ -72,11 +77,25 @@ def test_the_models_own_classes_give_its_logits_bit_for_bit(worker, family):
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_our_numpy_in_every_site_stays_within_every_budget(worker, family):
-    swaps = {kind: get("numpy") for kind in FAMILIES[family].kinds()}
+    swaps = {kind: get("numpy") for kind in _plain(family)}
     run = model_run.run(family, swaps, "bfloat16", 0, 64, worker=worker)
     assert run.agrees, [(s.path, s.outcome, s.max_ulp, s.budget) for s in run.sites if not s.passing]
     assert run.first_diverging is None
     assert run.logits.top1_agreement >= 0.9
+
+
+@pytest.mark.parametrize("family, kinds", [("qwen3", ("add", "rope")), ("vllm-qwen3", ("add",))])
+def test_our_numpy_in_the_fused_sites_stays_within_every_budget(worker, family, kinds):
+    run = model_run.run(family, {kind: get("numpy") for kind in kinds}, "bfloat16", 0, 64, worker=worker)
+    assert run.agrees, [(s.path, s.outcome, s.max_ulp, s.budget) for s in run.sites if not s.passing]
+    assert {s.kind for s in run.sites if s.implementation} == set(kinds)
+
+
+def test_transformers_unfused_add_is_out_of_vllms_budget(worker):
+    # vLLM #52104: the native path keeps x + residual in float32 for the variance; transformers rounds it
+    run = model_run.run("vllm-qwen3", {"add": get("numpy")}, "bfloat16", 0, 128, worker=worker)
+    assert run.agrees
+    assert {s.path for s in run.own_out_of_budget} == {f"model.layers.{i}.post_attention_layernorm" for i in range(4)}
 
 
 def test_a_mutant_is_named_at_its_first_site_and_drift_follows(worker):

@@ -1,0 +1,289 @@
+"""The norm sites of a model run by normdiff model (implementations/hf_model.py), inside the torch
+worker: how each site's call maps onto its op's operands, what the site records, and how a swapped
+implementation's output goes on into the model.
+
+  Site         a norm module (or a modeling function, as Qwen3.5's l2norm) computing its op alone.
+  FusedSite    the residual add before a norm and the norm as one call (add_rms_norm); hooks catch
+               its x (the attention's output) and residual (the decoder layer's input).
+  RotarySite   q_norm or k_norm and the RoPE after it as one call (qk_norm_rope); the modeling
+               module's apply_rotary_pos_emb is where the call completes.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import numpy as np
+import torch
+
+from normdiff.cases.model import CaseInputs
+from normdiff.harness.data.conventions import get_contract
+from normdiff.harness.data.ops import get_op
+from normdiff.implementations.frameworks import to_numpy
+from normdiff.implementations.frameworks.torch import from_numpy
+from normdiff.implementations.hf_model_families import FULL_VECTOR, HEADS, HEADS_FIRST, ModelFamily
+
+
+class SiteFailed(Exception):
+    """A swapped implementation raised or returned something the model cannot take."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why
+
+
+class Site:
+    """One norm site: how its call maps onto the op's operands, and what it was given and gave."""
+
+    def __init__(self, path: str, rule, module, heads: int):
+        self.path, self.rule, self.module, self.heads = path, rule, module, heads
+        self.record = get_op(rule.op)
+        self.adapter = None  # set for the swapped run
+        self.calls: list[dict] = []
+        self.order: list[str] = []  # shared by a model's sites: their paths in the order first called
+
+    def eps(self, kwargs: dict) -> float:
+        if self.module is None:
+            return float(kwargs.get("eps", 1e-6))
+        value = getattr(self.module, "variance_epsilon", getattr(self.module, "eps", None))
+        return float(value)
+
+    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
+        """The op's arrays (in call order) and x's shape as the model holds it."""
+        call = self.record.module_call or ("x",)
+        given = dict(zip(call, args))
+        given.update({k: v for k, v in kwargs.items() if k in call})
+        if "gate" in call and "gate" not in given:
+            given["gate"] = kwargs.get("gate")
+        shape = tuple(given["x"].shape)
+        arrays = {}
+        for name in self.record.inputs:
+            if name in given:
+                arrays[name] = to_numpy(self.to_rows(given[name]))
+            else:  # a parameter of the module (weight, bias)
+                arrays[name] = to_numpy(getattr(self.module, name))
+        return arrays, shape
+
+    def to_rows(self, t: torch.Tensor) -> torch.Tensor:
+        if self.rule.layout == HEADS_FIRST:
+            t = t.transpose(1, 2)
+        if self.rule.layout in (HEADS, HEADS_FIRST):
+            return t.reshape(-1, t.shape[-2] * t.shape[-1]).contiguous()
+        return t.reshape(-1, t.shape[-1]).contiguous()
+
+    def from_rows(self, t: torch.Tensor, shape: tuple) -> torch.Tensor:
+        if self.rule.layout == HEADS_FIRST:
+            b, h, n, d = shape
+            return t.reshape(b, n, h, d).transpose(1, 2)
+        return t.reshape(shape)
+
+    def num_heads(self, width: int) -> int:
+        if self.rule.layout in (HEADS, HEADS_FIRST, FULL_VECTOR) or self.rule.heads:
+            return self.heads
+        return 1
+
+    def __call__(self, original, args: tuple, kwargs: dict):
+        arrays, shape = self.operands(args, kwargs)
+        heads = self.num_heads(arrays["x"].shape[-1])
+        eps = self.eps(kwargs)
+        if self.adapter is None:
+            out = original(*args, **kwargs)
+            results = {"y": to_numpy(self.to_rows(out)), **self.reference_extra(args)}
+        else:
+            results = self.swapped(arrays, heads, eps)
+            out = self.from_rows(from_numpy(results["y"].astype(arrays["x"].dtype, copy=False)), shape)
+            self.carry(results, shape)
+        if not self.calls:
+            self.order.append(self.path)
+        y = results if len(results) > 1 else results["y"]
+        self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": y})
+        return out
+
+    def reference_extra(self, args: tuple) -> dict:
+        """The model's own results beyond y (a fused site's residual_out)."""
+        return {}
+
+    def carry(self, results: dict, shape: tuple) -> None:
+        """Hand a swapped call's further results on to the model (a fused site's residual_out)."""
+
+    def swapped(self, arrays: dict, heads: int, eps: float) -> dict:
+        contract = get_contract(self.rule.op, self.rule.convention).replace(eps=eps)
+        inputs = CaseInputs({k: v.copy() for k, v in arrays.items()}, heads)
+        try:
+            value = self.adapter(self.rule.op, contract, inputs)
+            values = self.record.by_result(value) if len(self.record.results) > 1 else {"y": value}
+            results = {name: to_numpy(v) for name, v in values.items()}
+        except Exception as exc:
+            raise SiteFailed(self.path, f"raised {type(exc).__name__}: {exc}") from exc
+        for name, y in results.items():
+            if not isinstance(y, np.ndarray) or y.shape != arrays["x"].shape:
+                got = getattr(y, "shape", type(y).__name__)
+                what = "" if name == "y" else f" as {name}"
+                raise SiteFailed(self.path, f"returned {got}{what}; the site needs {arrays['x'].shape}")
+        return results
+
+
+class FusedSite(Site):
+    """A norm module that, with the residual add before it, is one fused call (add_rms_norm):
+    x = the output of the layer's `fuses` module, residual = the layer's input, both caught by
+    hooks; the norm module's own input is their sum, rounded as the model rounds it. A swapped
+    call's residual_out replaces that sum in the layer's last add (residual_out + the `then`
+    module's output, the same add the model makes), so a wrong residual_out travels on."""
+
+    def __init__(self, path: str, rule, module, heads: int, layer):
+        super().__init__(path, rule, module, heads)
+        self.stash: dict = {}
+        layer.register_forward_pre_hook(self._layer_input, with_kwargs=True)
+        layer.get_submodule(rule.fuses).register_forward_hook(self._fused_output)
+        layer.get_submodule(rule.then).register_forward_hook(self._then_output)
+        layer.register_forward_hook(self._layer_output)
+
+    def _layer_input(self, _module, args, kwargs):
+        self.stash = {"residual": args[0] if args else kwargs["hidden_states"]}
+
+    def _fused_output(self, _module, _args, out):
+        self.stash["x"] = out[0] if isinstance(out, tuple) else out
+
+    def _then_output(self, _module, _args, out):
+        self.stash["then"] = out
+
+    def _layer_output(self, _module, _args, out):
+        carried = self.stash.pop("residual_out", None)
+        return out if carried is None else carried + self.stash["then"]
+
+    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
+        given = {"x": self.stash["x"], "residual": self.stash["residual"]}
+        arrays = {name: to_numpy(self.to_rows(given[name])) if name in given else to_numpy(getattr(self.module, name))
+                  for name in self.record.inputs}
+        return arrays, tuple(args[0].shape)
+
+    def reference_extra(self, args: tuple) -> dict:
+        return {"residual_out": to_numpy(self.to_rows(args[0]))}
+
+    def carry(self, results: dict, shape: tuple) -> None:
+        carried = from_numpy(np.ascontiguousarray(results["residual_out"]))
+        self.stash["residual_out"] = carried.to(self.stash["residual"].dtype).reshape(shape)
+
+
+class RotarySite(Site):
+    """q_norm or k_norm and the RoPE the attention applies next, as one call (qk_norm_rope). The norm
+    module's call takes x (the projection, (batch, tokens, heads, head_dim)); in the swapped run it
+    hands x on unnormalised, and the fused call is made where the attention calls the modeling
+    module's `rotary` function with q and k, which then returns the implementation's results. The
+    positions are the tokens' (one sequence: 0..T-1)."""
+
+    def __init__(self, path: str, rule, module, heads: int):
+        super().__init__(path, rule, module, heads)
+        self.pending: list = []  # shared by a model's rotary sites: (site, operands) awaiting the RoPE
+
+    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
+        x = args[0]
+        batch, tokens = x.shape[0], x.shape[1]
+        return {"x": to_numpy(self.to_rows(x)), "weight": to_numpy(self.module.weight),
+                "positions": np.tile(np.arange(tokens, dtype=np.int64), batch)}, tuple(x.shape)
+
+    def __call__(self, original, args: tuple, kwargs: dict):
+        arrays, shape = self.operands(args, kwargs)
+        self.pending.append((self, arrays, shape, self.eps(kwargs)))
+        return args[0] if self.adapter is not None else original(*args, **kwargs)
+
+    def rotated(self, arrays: dict, shape: tuple, eps: float, reference: torch.Tensor | None) -> torch.Tensor:
+        """The site's output in the attention's layout (batch, heads, tokens, head_dim): the model's
+        own (`reference`, recorded) or the implementation's."""
+        heads = self.heads
+        if reference is not None:
+            results = {"y": to_numpy(self.to_rows(reference.transpose(1, 2)))}
+            out = reference
+        else:
+            results = self.swapped(arrays, heads, eps)
+            out = self.from_rows(from_numpy(results["y"].astype(arrays["x"].dtype, copy=False)), shape).transpose(1, 2)
+        if not self.calls:
+            self.order.append(self.path)
+        self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": results["y"]})
+        return out
+
+
+@contextlib.contextmanager
+def rotary_sites(family: ModelFamily, sites: list[Site]):
+    """The modeling module's RoPE function replaced for the forward where a rotary site is: it
+    completes the q and k sites the attention's norms just opened."""
+    rotary = [s for s in sites if isinstance(s, RotarySite)]
+    if not rotary:
+        yield
+        return
+    modeling = importlib.import_module(family.modeling)
+    name = rotary[0].rule.rotary
+    original = getattr(modeling, name)
+    pending = rotary[0].pending
+    for s in rotary:
+        s.pending = pending
+
+    def replacement(q, k, cos, sin, *args, **kwargs):
+        if len(pending) < 2:  # not the model's attention: an implementation's own (hf-qwen3 builds one)
+            return original(q, k, cos, sin, *args, **kwargs)
+        (q_site, q_arrays, q_shape, q_eps), (k_site, k_arrays, k_shape, k_eps) = pending[:2]
+        del pending[:2]
+        if q_site.adapter is None:
+            q_ref, k_ref = original(q, k, cos, sin, *args, **kwargs)
+        else:
+            q_ref = k_ref = None
+        return (q_site.rotated(q_arrays, q_shape, q_eps, q_ref), k_site.rotated(k_arrays, k_shape, k_eps, k_ref))
+
+    setattr(modeling, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(modeling, name, original)
+        del pending[:]
+
+
+def wrap(module, site: Site) -> None:
+    """Route the module's forward through the site (an instance attribute: the class is untouched)."""
+    original = module.forward
+    module.forward = lambda *args, **kwargs: site(original, args, kwargs)
+
+
+@contextlib.contextmanager
+def function_sites(model, family: ModelFamily, sites: list[Site]):
+    """The modeling module's norm functions (Qwen3.5's l2norm of q and k) replaced for the forward:
+    each call is a site named by the module whose forward makes it and the call's place in it
+    (l2norm[0] is q's, l2norm[1] k's)."""
+    rules = [r for r in family.sites if r.function]
+    if not rules:
+        yield
+        return
+    modeling = importlib.import_module(family.modeling)
+    by_path = {s.path: s for s in sites}
+    saved, hooks, current = {}, [], {"path": "", "count": 0}
+
+    def enter(path):
+        def pre(_module, _args):
+            current.update(path=path, count=0)
+        return pre
+
+    for rule in rules:
+        for path, module in model.named_modules():
+            if path.endswith("." + rule.caller):
+                hooks.append(module.register_forward_pre_hook(enter(path)))
+        original = getattr(modeling, rule.function)
+        saved[rule.function] = original
+
+        def replacement(*args, _rule=rule, _original=original, **kwargs):
+            name = f"{current['path']}.{_rule.function}[{current['count']}]"
+            current["count"] += 1
+            if name not in by_path:
+                by_path[name] = Site(name, _rule, None, 1)
+                by_path[name].order = sites[0].order
+                sites.append(by_path[name])
+            return by_path[name](_original, args, kwargs)
+
+        setattr(modeling, rule.function, replacement)
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(modeling, name, original)
+        for h in hooks:
+            h.remove()
+
+
