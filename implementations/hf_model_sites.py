@@ -115,6 +115,9 @@ class Site:
             results = {name: to_numpy(v) for name, v in values.items()}
         except Exception as exc:
             raise SiteFailed(self.path, f"raised {type(exc).__name__}: {exc}") from exc
+        except SystemExit as exc:  # a model must go on: ending the process is a failure of the site
+            raise SiteFailed(self.path, f"called sys.exit({exc.code!r}): an implementation must return its output") \
+                from exc
         for name, y in results.items():
             if not isinstance(y, np.ndarray) or y.shape != arrays["x"].shape:
                 got = getattr(y, "shape", type(y).__name__)

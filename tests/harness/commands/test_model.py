@@ -57,6 +57,25 @@ def test_a_port_that_raises_stops_the_model_at_its_site(capsys, swaps):
     assert "Traceback" not in out
 
 
+def test_a_port_that_ends_the_process_is_named_at_its_site(capsys, swaps):
+    code, out, _ = _model(capsys, "--family", "llama", "--norm", swaps("ExitingRMSNorm"))
+    assert code == 1
+    assert "model.layers.0.input_layernorm: the swapped implementation called sys.exit(3)" in out
+
+
+@pytest.mark.slow
+def test_a_port_that_hangs_is_ended_at_the_timeout_and_leaves_no_process(capsys, swaps):
+    import os
+
+    from normdiff.processes import descendants
+
+    before = set(descendants(os.getpid()))
+    code, out, err = _model(capsys, "--family", "llama", "--norm", swaps("HangingRMSNorm"), "--timeout", "20")
+    assert code == 2
+    assert "no reply within 20 s; the torch worker was killed" in out
+    assert set(descendants(os.getpid())) <= before
+
+
 def test_a_wrong_shape_is_named(capsys, swaps):
     code, out, _ = _model(capsys, "--family", "qwen3", "--norm", swaps("halves_the_row"), "--json")
     result = json.loads(out)
