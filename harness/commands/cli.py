@@ -267,15 +267,17 @@ def _run(args) -> int:
 def _with_implementations(withs: list[dict], timeout: float, command_passes=("forward",)) -> list:
     """The user implementations `run --with` adds; names made unique (a second rms_norm is
     called by its full target)."""
+    from normdiff.harness.commands import usercode
+
     impls, names = [], set()
     for spec in withs:
         given = spec.get("target") or spec.get("command")
         missing = [flag for flag in ("op", "convention") if not spec.get(flag)]
         if missing:
             raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)} after it")
-        impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout, passes=command_passes)
+        impl = usercode.user_code_implementation(spec, spec["op"], spec["convention"], timeout, passes=command_passes)
         if impl.name in names:
-            impl = user_code_implementation(spec, spec["op"], spec["convention"], timeout, name=given,
+            impl = usercode.user_code_implementation(spec, spec["op"], spec["convention"], timeout, name=given,
                                             passes=command_passes)
         if impl.name in names:
             raise UsageError(f"--with {given} is given twice")
@@ -284,30 +286,8 @@ def _with_implementations(withs: list[dict], timeout: float, command_passes=("fo
     return impls
 
 
-def user_code_implementation(spec: dict, op: str, convention: str, timeout: float, name: str | None = None,
-                             passes=("forward",)):
-    """A user's target or command as an Implementation; a command that cannot start is refused
-    here, before any case runs. `passes`: those a command implements (a Python target's come from
-    its code)."""
-    from normdiff.harness.commands import usercode
-
-    if spec.get("command"):
-        from normdiff.implementations.command import command_implementation, command_problem
-
-        for flag in ("call", "init", "framework", "weight_attr"):
-            if spec.get(flag):
-                raise UsageError(f"--{flag.replace('_', '-')} applies to a Python target, not to --command")
-        problem = command_problem(spec["command"])
-        if problem:
-            raise usercode.TargetError(problem)
-        return command_implementation(spec["command"], op, convention, name=name, timeout=timeout, passes=passes)
-    return usercode.user_implementation(spec["target"], op, convention, spec.get("framework"), name=name,
-                                        call=spec.get("call") or "", init=spec.get("init") or "",
-                                        weight_attr=spec.get("weight_attr") or "")
-
-
 def _repro(args) -> int:
-    from normdiff.harness.commands import repro
+    from normdiff.harness.commands import repro, usercode
     from normdiff.reports import folder
 
     if args.script:
@@ -323,7 +303,7 @@ def _repro(args) -> int:
                          + ("forward case id (without dy=/out=)" if args.passes == "forward" else
                             "backward case id (with dy=REGIME/out=dx)"))
     if not args.implementation:
-        impl = user_code_implementation(vars(args), case.op, case.convention, args.timeout, passes=(case.pass_,))
+        impl = usercode.user_code_implementation(vars(args), case.op, case.convention, args.timeout, passes=(case.pass_,))
     replay = repro.replay(case, impl, timeout=args.timeout)
     print(repro.describe(replay))
     if args.script:
@@ -347,7 +327,7 @@ def _check(args) -> int:
         if not target:
             raise usercode.TargetError("nothing to check: give FILE.py:NAME, package.module:NAME, FILE.onnx or "
                                        "--command")
-        impl = user_code_implementation(vars(args), args.op, args.convention, args.timeout,
+        impl = usercode.user_code_implementation(vars(args), args.op, args.convention, args.timeout,
                                         passes=args.command_passes)
         try:
             result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
@@ -436,7 +416,7 @@ def _fuzz_parser(sub) -> None:
 
 def _fuzz(args) -> int:
     from normdiff.harness import api
-    from normdiff.harness.commands import fuzz
+    from normdiff.harness.commands import fuzz, usercode
 
     impls = api.select(args.implementations) if args.implementations else []
     given = args.target or args.command
@@ -446,7 +426,7 @@ def _fuzz(args) -> int:
         missing = [flag for flag in ("op", "convention") if not getattr(args, flag)]
         if missing:
             raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)}")
-        impls.append(user_code_implementation(vars(args), args.op, args.convention, args.timeout,
+        impls.append(usercode.user_code_implementation(vars(args), args.op, args.convention, args.timeout,
                                               passes=args.command_passes))
     else:
         stray = [f"--{f.replace('_', '-')}" for f in ("framework", "call", "init", "weight_attr") if getattr(args, f)]
@@ -512,6 +492,9 @@ def _model_parser(sub) -> None:
     for kind, what in KINDS.items():
         m.add_argument(f"--{kind}", metavar="TARGET", help=f"what computes {what}: a registered implementation's "
                        "name, FILE.py:NAME or package.module:NAME")
+    m.add_argument("--command", action="append", dest="commands", default=[], metavar="KIND=CMD",
+                   help="an implementation in any language for the sites of KIND (norm, qk, ...), as check "
+                        "--command runs it (repeatable)")
     _user_code_options(m, what=" of a TARGET that is your code")
     m.add_argument("--dtype", action="append", dest="dtypes", metavar="DTYPE", help="the model's dtype (default: "
                    "bfloat16; with --mutants each one given, default bfloat16, float16 and float32)")
@@ -530,7 +513,7 @@ def _model(args) -> int:
     from normdiff.harness.engine.model_run import ModelRunError
 
     if args.mutants:
-        if args.family or any(getattr(args, k) for k in model.OPTIONS):
+        if args.family or args.commands or any(getattr(args, k) for k in model.OPTIONS):
             raise UsageError("--mutants builds its own table: give it without --family and the targets")
         table = model.mutants(tuple(args.dtypes or model.MUTANT_DTYPES), args.seed, args.tokens, args.timeout)
         print(json.dumps(table.as_dict(), default=_json_default) if args.json else model.describe_mutants(table))
@@ -542,10 +525,19 @@ def _model(args) -> int:
     dtype = (args.dtypes or ["bfloat16"])[0]
     model.check_family_options(args.family, dtype, args.tokens)
     options = {"framework": args.framework, "call": args.call, "init": args.init, "weight_attr": args.weight_attr}
+    targets = {kind: (getattr(args, kind), False) for kind in model.OPTIONS if getattr(args, kind)}
+    for given in args.commands:
+        kind, sep, command = given.partition("=")
+        if not sep or kind not in model.OPTIONS or not command.strip():
+            raise UsageError(f"--command {given!r}: write KIND=CMD, KIND one of {', '.join(model.OPTIONS)}")
+        if kind in targets:
+            raise UsageError(f"{model.OPTIONS[kind]} is given twice (a target and a --command)")
+        targets[kind] = (command, True)
+    replay = model.replay_command(args.family, targets, options, dtype, args.seed, args.tokens)
     try:
-        swaps = {kind: model.implementation_for(getattr(args, kind), args.family, kind, options)
-                 for kind in model.OPTIONS if getattr(args, kind)}
-        run = model.model(args.family, swaps, dtype, args.seed, args.tokens, args.timeout)
+        swaps = {kind: model.implementation_for(target, args.family, kind, options, command, args.timeout)
+                 for kind, (target, command) in targets.items()}
+        run = model.model(args.family, swaps, dtype, args.seed, args.tokens, args.timeout, replay)
     except (usercode.TargetError, ModelRunError) as exc:
         if args.json:
             print(json.dumps({"verdict": "error", "exit_code": USAGE_ERROR, "message": str(exc)}))

@@ -12,6 +12,7 @@ model could not be run.
 """
 from __future__ import annotations
 
+import shlex
 import shutil
 from dataclasses import dataclass, field
 
@@ -26,8 +27,10 @@ from normdiff.text import number, printable
 OPTIONS = {kind: f"--{kind}" for kind in KINDS}
 
 
-def implementation_for(target: str, family: str, kind: str, user_options: dict) -> Implementation:
-    """The implementation a TARGET names, for the family's sites of `kind`."""
+def implementation_for(target: str, family: str, kind: str, user_options: dict, command: bool = False,
+                       timeout: float = 60.0) -> Implementation:
+    """The implementation a TARGET names, for the family's sites of `kind`; with `command`, TARGET
+    is a command line (--command KIND=CMD: any language, check --command's protocol)."""
     from normdiff.harness.commands import usercode
 
     fam = get_family(family)
@@ -35,6 +38,8 @@ def implementation_for(target: str, family: str, kind: str, user_options: dict) 
     if not pairs:
         raise UsageError(f"{OPTIONS[kind]}: {family} has no {kind} sites; its kinds: {', '.join(fam.kinds())}")
     ((op, convention),) = pairs
+    if command:
+        return usercode.user_code_implementation({"command": target}, op, convention, timeout)
     names = {impl.name: impl for impl in registry.implementations()}
     if target in names:
         impl = names[target]
@@ -67,7 +72,7 @@ def check_family_options(family: str, dtype: str, tokens: int) -> None:
 
 
 def model(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
-          timeout: float = 600.0) -> model_run.ModelRun:
+          timeout: float = 600.0, replay: str = "") -> model_run.ModelRun:
     if not swaps:
         raise UsageError("nothing to swap in: give at least one of " + ", ".join(OPTIONS.values()) +
                          " (or --mutants for the teaching table)")
@@ -75,7 +80,9 @@ def model(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, toke
     for kind, by in get_family(family).shadowed(swaps).items():
         raise UsageError(f"{OPTIONS[kind]} and {OPTIONS[by]} swap the same modules ({by} takes every {kind} site); "
                          "give one of them")
-    return model_run.run(family, swaps, dtype, seed, tokens, timeout)
+    run = model_run.run(family, swaps, dtype, seed, tokens, timeout)
+    run.replay = replay
+    return run
 
 
 # ---- the teaching table ------------------------------------------------------------------------
@@ -163,6 +170,18 @@ def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: flo
 # ---- text ----------------------------------------------------------------------------------------
 
 
+def replay_command(family: str, targets: dict, options: dict, dtype: str, seed: int, tokens: int) -> str:
+    """The command line that runs this model again: the same weights, tokens and swaps.
+    `targets`: kind -> (TARGET, is a command)."""
+    words = ["normdiff", "model", "--family", family]
+    for kind, (target, command) in targets.items():
+        words += ["--command", f"{kind}={target}"] if command else [OPTIONS[kind], target]
+    for flag, value in options.items():
+        words += [f"--{flag.replace('_', '-')}", value] if value else []
+    words += ["--dtype", dtype, "--seed", str(seed), "--tokens", str(tokens)]
+    return shlex.join(words)
+
+
 def describe(run: model_run.ModelRun) -> str:
     swapped = ", ".join(f"{OPTIONS[k]} {v}" for k, v in run.swaps.items())
     lines = [f"normdiff model --family {run.family} ({run.dtype}, {run.tokens} tokens, seed {run.seed}; transformers "
@@ -190,6 +209,8 @@ def describe(run: model_run.ModelRun) -> str:
     bad = [s for s in swapped_sites if not s.passing]
     verdict = "AGREES" if run.agrees else "DISAGREES"
     lines.append(f"  {verdict}: {len(swapped_sites) - len(bad)} of {len(swapped_sites)} swapped sites within budget")
+    if run.replay:
+        lines.append(f"  replay: {run.replay}")
     return printable("\n".join(lines))
 
 

@@ -254,3 +254,23 @@ def target_passes(target: Target, framework: str) -> tuple[str, ...]:
     if fw.differentiate is None or (is_class and not fw.differentiates_modules):
         return ("forward",)
     return ("forward", "backward")
+
+
+def user_code_implementation(spec: dict, op: str, convention: str, timeout: float, name: str | None = None,
+                             passes=("forward",)):
+    """A user's target or command as an Implementation; a command that cannot start is refused
+    here, before any case runs. `passes`: those a command implements (a Python target's come from
+    its code)."""
+    if spec.get("command"):
+        from normdiff.implementations.command import command_implementation, command_problem
+
+        for flag in ("call", "init", "framework", "weight_attr"):
+            if spec.get(flag):
+                raise UsageError(f"--{flag.replace('_', '-')} applies to a Python target, not to --command")
+        problem = command_problem(spec["command"])
+        if problem:
+            raise TargetError(problem)
+        return command_implementation(spec["command"], op, convention, name=name, timeout=timeout, passes=passes)
+    return user_implementation(spec["target"], op, convention, spec.get("framework"), name=name,
+                               call=spec.get("call") or "", init=spec.get("init") or "",
+                               weight_attr=spec.get("weight_attr") or "")

@@ -73,6 +73,7 @@ class ModelRun:
     hidden: Comparison | None = None
     logits: Comparison | None = None
     versions: dict = field(default_factory=dict)
+    replay: str = ""  # the command line that runs it again (set by the command that ran it)
 
     @property
     def agrees(self) -> bool:

@@ -83,6 +83,23 @@ def test_a_wrong_shape_is_named(capsys, swaps):
     assert "returned (128, 128); the site needs (128, 256)" in result["failed"]["why"]
 
 
+def test_a_command_in_any_language_takes_the_sites_and_the_run_replays(capsys, fixtures_dir):
+    import shlex
+    import sys
+
+    program = f"{sys.executable} {fixtures_dir / 'command_program.py'} correct"
+    code, out, _ = _model(capsys, "--family", "llama", "--command", f"norm={program}", "--tokens", "16", "--json")
+    first = json.loads(out)
+    assert code == 0 and first["verdict"] == "agrees"
+    assert all(s["outcome"] in ("identical", "agree") for s in first["sites"])
+    words = shlex.split(first["replay"])
+    assert words[:2] == ["normdiff", "model"] and "--seed" in words
+    code, out, _ = _model(capsys, *words[2:], "--json")
+    again = json.loads(out)
+    assert [(s["path"], s["max_ulp"]) for s in again["sites"]] == [(s["path"], s["max_ulp"]) for s in first["sites"]]
+    assert again["logits"] == first["logits"]
+
+
 @pytest.mark.parametrize("args, says", [
     (["--family", "qwen3", "--gated", "numpy"], "qwen3 has no gated sites; its kinds: norm, qk"),
     (["--family", "qwen3"], "nothing to swap in"),
@@ -92,6 +109,9 @@ def test_a_wrong_shape_is_named(capsys, swaps):
     (["--family", "qwen3", "--norm", "bwd-weight-twice"], "backward"),
     (["--mutants", "--family", "qwen3"], "without --family"),
     (["--family", "qwen3", "--qk", "numpy", "--rope", "numpy"], "--qk and --rope swap the same modules"),
+    (["--family", "qwen3", "--command", "./a.out"], "write KIND=CMD"),
+    (["--family", "qwen3", "--norm", "numpy", "--command", "norm=./a.out"], "--norm is given twice"),
+    (["--family", "qwen3", "--command", "norm=/no/such/program"], "/no/such/program"),
     (["--family", "qwen3", "--norm", "numpy", "--dtype", "float16", "--dtype", "float32"], "one --dtype"),
     (["--family", "qwen3", "--norm", "numpy", "--dtype", "float8"], "float8"),
     (["--family", "qwen3", "--norm", "numpy", "--tokens", "1000"], "--tokens"),
