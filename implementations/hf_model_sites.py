@@ -108,7 +108,7 @@ class Site:
 
     def swapped(self, arrays: dict, heads: int, eps: float) -> dict:
         contract = get_contract(self.rule.op, self.rule.convention).replace(eps=eps)
-        inputs = CaseInputs({k: v.copy() for k, v in arrays.items()}, heads)
+        inputs = CaseInputs({k: v.copy() for k, v in arrays.items()}, heads)  # the model's own stay as they are
         try:
             value = self.adapter(self.rule.op, contract, inputs)
             values = self.record.by_result(value) if len(self.record.results) > 1 else {"y": value}
@@ -118,6 +118,9 @@ class Site:
         except SystemExit as exc:  # a model must go on: ending the process is a failure of the site
             raise SiteFailed(self.path, f"called sys.exit({exc.code!r}): an implementation must return its output") \
                 from exc
+        changed = [name for name, a in arrays.items() if a.tobytes() != inputs.arrays[name].tobytes()]
+        if changed:  # in a model that input is the residual stream, or the weight of every later call
+            raise SiteFailed(self.path, f"modified its input {changed[0]!r} in place: compute into a new array")
         for name, y in results.items():
             if not isinstance(y, np.ndarray) or y.shape != arrays["x"].shape:
                 got = getattr(y, "shape", type(y).__name__)

@@ -198,12 +198,16 @@ def describe(run: model_run.ModelRun) -> str:
     if first is not None and run.failed and first.path == run.failed["path"]:
         lines.append(f"  first site out of budget: {first.path} ({first.kind}: it failed, no output)")
     elif first is not None:
-        lines.append(f"  first site out of budget: {first.path} ({first.kind}: {number(first.max_ulp)} ulp against "
-                     f"{number(first.budget)}, {first.outcome})" + (f"; {first.detail}" if first.detail else ""))
+        measured = f"{number(first.max_ulp)} ulp against {number(first.budget)}, " if first.max_ulp == first.max_ulp else ""
+        lines.append(f"  first site out of budget: {first.path} ({first.kind}: {measured}{first.outcome})"
+                     + (f"; {first.detail}" if first.detail else ""))
     if run.logits is not None:
         lines.append(f"  final hidden state: {_comparison(run.hidden)}")
         lines.append(f"  logits: {_comparison(run.logits)}; top-1 agreement {run.logits.top1_agreement:.0%} "
                      f"of {run.tokens} tokens")
+    dtypes = sorted({s.detail for s in run.sites if s.implementation and s.detail.startswith("returns ")})
+    if dtypes:  # judged as returned; the model goes on in its own dtype, as a cast would make it
+        lines.append(f"  output dtype: {'; '.join(dtypes)} (cast to {run.dtype} for the next layer)")
     lines.append("  " + _own_classes(run))
     swapped_sites = [s for s in run.sites if s.implementation]
     bad = [s for s in swapped_sites if not s.passing]
@@ -219,13 +223,11 @@ def _own_classes(run: model_run.ModelRun) -> str:
     own = run.own_out_of_budget
     if own:
         return ("the model's own class leaves its budget in the unswapped run at " +
-                ", ".join(f"{s.path} ({number(s.reference_max_ulp)} ulp against {number(s.budget)})" for s in own[:3]))
-    judged = [s for s in run.sites if s.budget == s.budget and s.budget > 0]
-    if not judged:
-        return "the model's own classes: nothing judged"
-    top = max(judged, key=lambda s: s.reference_max_ulp / s.budget)
-    return (f"the model's own classes, judged the same way: all {len(run.sites)} sites within budget (worst "
-            f"{number(top.reference_max_ulp)} ulp against {number(top.budget)}, {top.path})")
+                ", ".join(f"{s.path} ({number(s.max_ulp)} ulp against {number(s.budget)})" for s in own[:3]) +
+                (f" and {len(own) - 3} more" if len(own) > 3 else ""))
+    top = max(run.own, key=lambda s: s.max_ulp / s.budget)
+    return (f"the model's own classes, judged the same way: all {len(run.own)} sites within budget (worst "
+            f"{number(top.max_ulp)} ulp against {number(top.budget)}, {top.path})")
 
 
 def _drift(value: float) -> str:
@@ -235,6 +237,8 @@ def _drift(value: float) -> str:
 def _comparison(c: model_run.Comparison) -> str:
     if c.identical:
         return "bit-identical to the model's own classes"
+    if c.nonfinite:
+        return f"{c.nonfinite} of {c.size} values NaN or Inf where the model's own are finite"
     return f"relative L2 {number(c.rel_l2)}, max |difference| {number(c.max_abs)}"
 
 

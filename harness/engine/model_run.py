@@ -58,6 +58,18 @@ class Comparison:
     rel_l2: float
     identical: bool
     top1_agreement: float | None = None  # share of token positions with the same argmax (logits)
+    nonfinite: int = 0  # values NaN or Inf where the unswapped run's are finite
+    size: int = 0
+
+
+@dataclass
+class OwnSite:
+    """A site's own class in the unswapped run (every site, also those after a failed swap)."""
+
+    path: str
+    outcome: str
+    max_ulp: float
+    budget: float
 
 
 @dataclass
@@ -74,6 +86,7 @@ class ModelRun:
     logits: Comparison | None = None
     versions: dict = field(default_factory=dict)
     replay: str = ""  # the command line that runs it again (set by the command that ran it)
+    own: list[OwnSite] = field(default_factory=list)
 
     @property
     def agrees(self) -> bool:
@@ -81,10 +94,10 @@ class ModelRun:
         return self.failed is None and all(s.passing for s in self.sites if s.implementation)
 
     @property
-    def own_out_of_budget(self) -> list[SiteResult]:
+    def own_out_of_budget(self) -> list["OwnSite"]:
         """Sites where the model's own class left the budget in the unswapped run: a finding about
         the model's code (or the budget), reported beside the verdict, never part of it."""
-        return [s for s in self.sites if s.reference_outcome not in PASSING]
+        return [s for s in self.own if s.outcome not in PASSING]
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -117,9 +130,11 @@ def judge_run(data: dict, swaps: dict) -> ModelRun:
                       failed=data["failed"], versions={"transformers": data["transformers"], "torch": data["torch"]})
     failed = data["failed"]
     for site in data["sites"]:
+        own = _worst([judge_call(site, c) for c in site["reference"]])
+        result.own.append(OwnSite(site["path"], own.outcome, own.max_ulp, own.tolerance_ulp))
         if failed is not None and not site["swapped"] and site["path"] != failed["path"]:
             continue  # after the site that failed: the swapped run never got here
-        result.sites.append(_judge_site(site, swaps.get(site["kind"], ""), failed))
+        result.sites.append(_judge_site(site, swaps.get(site["kind"], ""), own, failed))
     result.first_diverging = next((s for s in result.sites if s.implementation and not s.passing), None)
     if data["swapped"] is not None:
         result.hidden = compare(data["swapped"]["hidden"], data["reference"]["hidden"])
@@ -127,18 +142,17 @@ def judge_run(data: dict, swaps: dict) -> ModelRun:
     return result
 
 
-def _judge_site(site: dict, implementation: str, failed: dict | None = None) -> SiteResult:
-    reference = [judge_call(site, c) for c in site["reference"]]
+def _judge_site(site: dict, implementation: str, own: judge.Measurement, failed: dict | None = None) -> SiteResult:
     swapped = [judge_call(site, c) for c in site["swapped"]]
     if failed is not None and failed["path"] == site["path"]:
         swapped.append(judge.failure("error", f"the swapped implementation {failed['why']}"))
-    worst, ref_worst = _worst(swapped), _worst(reference)
+    worst = _worst(swapped)
     x_drift = max((rel_l2(s["arrays"]["x"], r["arrays"]["x"]) for s, r in zip(site["swapped"], site["reference"])),
                   default=float("nan"))
     y_drift = max((rel_l2(_results(s)["y"], _results(r)["y"]) for s, r in zip(site["swapped"], site["reference"])),
                   default=float("nan"))
     return SiteResult(site["path"], site["kind"], site["op"], site["convention"], implementation, worst.outcome,
-                      worst.max_ulp, worst.tolerance_ulp, ref_worst.outcome, ref_worst.max_ulp, x_drift, y_drift,
+                      worst.max_ulp, worst.tolerance_ulp, own.outcome, own.max_ulp, x_drift, y_drift,
                       worst.detail)
 
 
@@ -173,9 +187,9 @@ def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
 
 def compare(got: np.ndarray, want: np.ndarray, top1: bool = False) -> Comparison:
     g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    with np.errstate(all="ignore"):
-        max_abs = float(np.nanmax(np.abs(g - w))) if g.size else 0.0
+    both = np.isfinite(g) & np.isfinite(w)
+    max_abs = float(np.abs(g - w)[both].max()) if both.any() else 0.0
     agreement = float(np.mean(g.argmax(-1) == w.argmax(-1))) if top1 else None
     same = got.shape == want.shape and got.tobytes() == want.tobytes()
-    return Comparison(max_abs, rel_l2(g, w), bool(same),
-                      agreement)
+    nonfinite = int((~np.isfinite(g) & np.isfinite(w)).sum())
+    return Comparison(max_abs, rel_l2(g, w), bool(same), agreement, nonfinite, int(g.size))

@@ -76,6 +76,18 @@ def test_a_port_that_hangs_is_ended_at_the_timeout_and_leaves_no_process(capsys,
     assert set(descendants(os.getpid())) <= before
 
 
+def test_a_port_that_writes_into_its_input_is_named(capsys, swaps):
+    code, out, _ = _model(capsys, "--family", "qwen3", "--norm", swaps("InPlaceRMSNorm"), "--tokens", "16")
+    assert code == 1
+    assert "model.layers.0.input_layernorm: the swapped implementation modified its input 'x' in place" in out
+
+
+def test_an_output_in_another_dtype_is_said(capsys, swaps):
+    code, out, _ = _model(capsys, "--family", "qwen3", "--norm", swaps("Float32OutRMSNorm"), "--tokens", "16")
+    assert code == 0, out  # more precise than the contract asks: within budget
+    assert "output dtype: returns float32 for bfloat16 input (cast to bfloat16 for the next layer)" in out
+
+
 def test_a_wrong_shape_is_named(capsys, swaps):
     code, out, _ = _model(capsys, "--family", "qwen3", "--norm", swaps("halves_the_row"), "--json")
     result = json.loads(out)

@@ -7,6 +7,7 @@ import pytest
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.harness.engine import model_run, runner
 from normdiff.harness.engine.pool import Worker
+from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_model_families import FAMILIES
 from normdiff.implementations.registry import get
 
@@ -96,6 +97,23 @@ def test_transformers_unfused_add_is_out_of_vllms_budget(worker):
     run = model_run.run("vllm-qwen3", {"add": get("numpy")}, "bfloat16", 0, 128, worker=worker)
     assert run.agrees
     assert {s.path for s in run.own_out_of_budget} == {f"model.layers.{i}.post_attention_layernorm" for i in range(4)}
+
+
+def _misbehaving(fixtures_dir, attr: str) -> Implementation:
+    return Implementation(attr, "user", "numpy", f"{fixtures_dir / 'misbehaving.py'}:{attr}",
+                          frozenset({("rms_norm", "llama")}))
+
+
+def test_a_crash_in_a_site_ends_the_worker_not_normdiff(fixtures_dir):
+    with pytest.raises(model_run.ModelRunError, match="SIGSEGV"):
+        model_run.run("llama", {"norm": _misbehaving(fixtures_dir, "segfaults")}, tokens=8, timeout=120)
+
+
+def test_nan_out_of_a_site_is_counted_through_to_the_logits(worker, fixtures_dir):
+    run = model_run.run("llama", {"norm": _misbehaving(fixtures_dir, "returns_nan")}, tokens=8, worker=worker)
+    assert run.first_diverging.path == "model.layers.0.input_layernorm"
+    assert run.first_diverging.outcome == "nan_mismatch"
+    assert run.logits.nonfinite > 0 and not run.agrees
 
 
 def test_a_mutant_is_named_at_its_first_site_and_drift_follows(worker):
