@@ -1,8 +1,11 @@
-"""The Python API: run a suite and get a Report back.
+"""The Python API: run a suite and get a Report back; or run a small HF model with your norm in
+every site (normdiff model).
 
     from normdiff.harness import api
     report = api.run_suite("default", api.select(["numpy", "torch"]))
     report.results      # the long table: one row per case x implementation
+    run = api.run_model("qwen3", norm="my_norm.py:RMSNorm")
+    run.agrees, run.first_diverging, run.logits.top1_agreement
 
 Importing it loads no pandas and no framework; the engine (harness/engine/) runs the cases and the
 report layer (reports/) is imported while the workers compute.
@@ -106,3 +109,19 @@ def _report(tables) -> Report:
 
 def _import_reports() -> None:
     import normdiff.reports.report  # noqa: F401  (the views and renderers' modules)
+
+
+def run_model(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, timeout: float = 600.0,
+              **targets: str):
+    """`normdiff model` from Python: `targets` by kind (norm=, qk=, gated=, l2=, add=, rope=), each a
+    registered implementation's name or FILE.py:NAME / package.module:NAME. Returns the judged
+    run (harness/engine/model_run.ModelRun); a usage error raises UsageError before any model runs."""
+    from normdiff.harness.commands import model
+
+    unknown = sorted(set(targets) - set(model.OPTIONS))
+    if unknown:
+        raise UsageError(f"run_model: no kind {', '.join(map(repr, unknown))}; the kinds: {', '.join(model.OPTIONS)}")
+    check_timeout(timeout)
+    model.check_family_options(family, dtype, tokens)
+    swaps = {kind: model.implementation_for(target, family, kind, {}) for kind, target in targets.items() if target}
+    return model.model(family, swaps, dtype, seed, tokens, timeout)
