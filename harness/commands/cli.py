@@ -168,8 +168,9 @@ def _parser() -> argparse.ArgumentParser:
                      "tensor's fold (+1, +2, missing, where none belongs) is judged; exit 1 when one is wrong")
     wts.add_argument("--json", action="store_true", help="print exactly one JSON object")
     _model_parser(sub)
-    lst = sub.add_parser("list", help="list implementations, conventions, suites, ops, bugs or layouts")
-    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs", "layouts"])
+    lst = sub.add_parser("list", help="list implementations, conventions, suites, ops, bugs, layouts or models "
+                                      "(normdiff model's families)")
+    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs", "layouts", "models"])
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
@@ -594,6 +595,12 @@ def _list(args) -> int:
 
         strided = [f.name for f in FRAMEWORKS.values() if f.strides]
         rows = [{"name": l.name, "what": l.what, "moves": l.moves, "frameworks": strided} for l in LAYOUTS.values()]
+    elif args.what == "models":
+        from normdiff.implementations.hf_model_families import FAMILIES
+
+        rows = [{"name": f.name, "model": f.model, "sites": [
+            {"kind": r.kind, "module": r.suffix, "op": r.op, "convention": r.convention} for r in f.sites]}
+            for f in FAMILIES.values()]
     else:
         rows = []
         for name in suites.available():
@@ -623,6 +630,11 @@ def _list_line(what: str, row: dict) -> str:
     if what == "layouts":
         where = "" if row["name"] == "contiguous" else f"  (runs in {', '.join(row['frameworks'])})"
         return f"{row['name']:<11} {row['what']}{where}"
+    if what == "models":
+        kinds = {}
+        for site in row["sites"]:
+            kinds.setdefault(f"--{site['kind']} {site['op']}@{site['convention']}", []).append(site["module"])
+        return f"{row['name']:<11} {row['model']}\n" + "\n".join(f"{'':<11} {k}: {', '.join(v)}" for k, v in kinds.items())
     return f"{row['name']:<10} {row['cases']:>4} cases  {row['description']}"
 
 

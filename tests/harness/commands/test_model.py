@@ -160,3 +160,15 @@ def test_the_teaching_table_names_every_mutant_but_one_at_its_first_site():
     rounded_first = rows["add-sum-rounded-first"].runs["bfloat16"]
     assert rounded_first.logits.identical and rounded_first.first_diverging is not None
     assert [s.path for s in rounded_first.own_out_of_budget][:1] == ["model.layers.0.post_attention_layernorm"]
+
+
+def test_list_models_shows_each_familys_sites_without_importing_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from normdiff.harness.commands.cli import main; rc = main(['list', 'models']); "
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules; sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--gated group_gated_rms_norm@mamba2: mixer.norm" in proc.stdout
+    assert "--l2 l2_norm@qwen3.5: l2norm" in proc.stdout
