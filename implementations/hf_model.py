@@ -130,7 +130,8 @@ def run(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, 
     swapped = _forward(model, fam, sites, ids)
     failed = swapped.pop("failed")
     return {"family": family, "dtype": get_format(dtype).name, "seed": seed, "tokens": ids[0].tolist(),
-            "transformers": transformers.__version__, "torch": torch.__version__,
+            # plain str: unpickling torch's TorchVersion would import torch in the parent
+            "transformers": str(transformers.__version__), "torch": str(torch.__version__),
             "sites": [_site_data(by_path[p], reference["calls"], swapped["calls"]) for p in reference["calls"]],
             "reference": {k: reference[k] for k in ("logits", "hidden")},
             "swapped": None if failed else {k: swapped[k] for k in ("logits", "hidden")}, "failed": failed}

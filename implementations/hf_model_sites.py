@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.ops import get_op
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.frameworks.torch import from_numpy
-from normdiff.implementations.hf_model_families import FULL_VECTOR, HEADS, HEADS_FIRST, ModelFamily
+from normdiff.implementations.hf_model_families import HEADS, HEADS_FIRST, ModelFamily
 
 
 class SiteFailed(Exception):
@@ -42,11 +43,13 @@ class Site:
         self.calls: list[dict] = []
         self.order: list[str] = []  # shared by a model's sites: their paths in the order first called
 
-    def eps(self, kwargs: dict) -> float:
+    def eps(self, kwargs: dict, original=None) -> float:
+        """The eps this call runs at: the module's, or the function's argument (its default when the
+        call leaves it out)."""
         if self.module is None:
-            return float(kwargs.get("eps", 1e-6))
-        value = getattr(self.module, "variance_epsilon", getattr(self.module, "eps", None))
-        return float(value)
+            default = inspect.signature(original).parameters["eps"].default if original is not None else None
+            return float(kwargs.get("eps", default))
+        return float(getattr(self.module, "variance_epsilon", getattr(self.module, "eps", None)))
 
     def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
         """The op's arrays (in call order) and x's shape as the model holds it."""
@@ -77,15 +80,10 @@ class Site:
             return t.reshape(b, n, h, d).transpose(1, 2)
         return t.reshape(shape)
 
-    def num_heads(self, width: int) -> int:
-        if self.rule.layout in (HEADS, HEADS_FIRST, FULL_VECTOR) or self.rule.heads:
-            return self.heads
-        return 1
-
     def __call__(self, original, args: tuple, kwargs: dict):
         arrays, shape = self.operands(args, kwargs)
-        heads = self.num_heads(arrays["x"].shape[-1])
-        eps = self.eps(kwargs)
+        heads = self.heads  # 1 but for a rule that names its heads' config field (q_norm, k_norm, groups)
+        eps = self.eps(kwargs, original)
         if self.adapter is None:
             out = original(*args, **kwargs)
             results = {"y": to_numpy(self.to_rows(out)), **self.reference_extra(args)}

@@ -162,6 +162,17 @@ def test_the_teaching_table_names_every_mutant_but_one_at_its_first_site():
     assert [s.path for s in rounded_first.own_out_of_budget][:1] == ["model.layers.0.post_attention_layernorm"]
 
 
+def test_the_parent_never_imports_torch_the_worker_runs_the_model():
+    import subprocess
+    import sys
+
+    code = ("import sys; from normdiff.harness.commands.cli import main; "
+            "rc = main(['model', '--family', 'llama', '--norm', 'numpy', '--tokens', '8']); "
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported'; sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_list_models_shows_each_familys_sites_without_importing_torch():
     import subprocess
     import sys
