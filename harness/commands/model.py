@@ -73,11 +73,14 @@ def check_family_options(family: str, dtype: str, tokens: int) -> None:
 
 def model(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
           timeout: float = 600.0, replay: str = "") -> model_run.ModelRun:
+    """One judged model run with `swaps` (kind -> Implementation); usage errors before it starts."""
     if not swaps:
         raise UsageError("nothing to swap in: give at least one of " + ", ".join(OPTIONS.values()) +
                          " (or --mutants for the teaching table)")
     check_family_options(family, dtype, tokens)
-    for kind, by in get_family(family).shadowed(swaps).items():
+    shadowed = get_family(family).shadowed(swaps)
+    if shadowed:
+        kind, by = next(iter(shadowed.items()))
         raise UsageError(f"{OPTIONS[kind]} and {OPTIONS[by]} swap the same modules ({by} takes every {kind} site); "
                          "give one of them")
     run = model_run.run(family, swaps, dtype, seed, tokens, timeout)
