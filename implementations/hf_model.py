@@ -28,8 +28,8 @@ from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.hf_model_families import ModelFamily, get_family
-from normdiff.implementations.hf_model_sites import (FusedSite, RotarySite, Site, SiteFailed, function_sites,
-                                                     rotary_sites, wrap)
+from normdiff.implementations.hf_model_sites import (FusedSite, ResidualStream, RotarySite, Site, SiteFailed,
+                                                     function_sites, rotary_sites, wrap)
 from normdiff.implementations.loading import make_adapter
 
 EMBEDDING_DECADES = (-2.0, 1.0)  # each token row's scale is 10**U(these)
@@ -87,15 +87,20 @@ def install(model, family: ModelFamily, kinds=()) -> list[Site]:
     """Every norm site of the model, in module order, each wrapped; function sites (l2norm) are
     wrapped by `function_sites` around a forward. `kinds`: those swapped (a fused site is one only
     when its kind is swapped)."""
-    sites, order = [], []
+    sites, order, plain_once = [], [], set()
     config = model.config
+    fused = [r for r in family.sites if r.fuses and r.kind in kinds]
+    stream = ResidualStream(model, fused[0].fuses) if fused else None
     for path, module in list(model.named_modules()):
         rule = family.rule_for(path, kinds)
+        if rule is not None and rule.first_plain and rule.suffix not in plain_once:
+            plain_once.add(rule.suffix)
+            rule = family.rule_for(path)
         if rule is None:
             continue
         heads = int(getattr(config, rule.heads)) if rule.heads else 1
         if rule.fuses:
-            site = FusedSite(path, rule, module, heads, model.get_submodule(path.rpartition(".")[0]))
+            site = FusedSite(path, rule, module, heads, stream)
         elif rule.rotary:
             site = RotarySite(path, rule, module, heads)
         else:

@@ -9,9 +9,10 @@ inside the torch worker.
 A site's *kind* is what the user swaps with one option: `norm` (--norm: the family's main norm, an
 RMSNorm or, for GPT-NeoX, a LayerNorm), `qk` (--qk: q_norm / k_norm), `gated` (--gated: the linear
 attention's or the Mamba2 mixer's gated norm), `l2` (--l2: the gated delta rule's l2norm of q and
-k, a module-level function rather than a module) and `add` (--add: the residual add and the norm
-after attention as one fused call, vLLM's fused_add_rms_norm: x is the attention's output, residual
-the decoder layer's input; the norm module alone is a `norm` site unless --add is given) and `rope`
+k, a module-level function rather than a module) and `add` (--add: each norm after a branch and
+the residual add before it as one fused call, vLLM's fused_add_rms_norm: x is the attention's or
+the MLP's output, residual the running sum; those norm modules are `norm` sites unless --add is
+given, and layer 0's input_layernorm always is) and `rope`
 (--rope: q_norm / k_norm and the RoPE after them as one call, qk_norm_rope; the norms alone are `qk`
 sites unless --rope is given).
 """
@@ -27,7 +28,7 @@ KINDS = {
     "qk": "q_norm and k_norm",
     "gated": "the gated norm (Qwen3.5's linear attention, the Mamba2 mixer's)",
     "l2": "Qwen3.5's l2norm of q and k",
-    "add": "the residual add and post_attention_layernorm as one fused call (vLLM's fused_add_rms_norm)",
+    "add": "each residual add and the norm after it as one fused call, as vLLM's decoder runs them (fused_add_rms_norm)",
     "rope": "q_norm / k_norm and the RoPE after them as one call (qk_norm_rope)",
 }
 
@@ -48,10 +49,11 @@ class SiteRule:
     heads: str = ""  # the config field that gives the site's heads (num_attention_heads, n_groups)
     function: str = ""  # a module-level function of the modeling module (l2norm), not a module
     caller: str = ""  # (function) the module whose forward calls it, named in the site's path
-    # (add) the sibling module whose output is the add's x, and the one whose output the decoder
-    # layer adds to the residual next (the fused call's residual_out goes on in its place)
-    fuses: str = ""
-    then: str = ""
+    # (add) the decoder layer's branch modules, whose outputs are added to the residual stream (the
+    # fused call's x); `first_plain`: the first module matched stays a plain norm (layer 0's
+    # input_layernorm: nothing has been added to the stream yet)
+    fuses: tuple[str, ...] = ()
+    first_plain: bool = False
     rotary: str = ""  # (rope) the modeling module's RoPE function the attention applies after the norm
 
     def __post_init__(self) -> None:
@@ -97,7 +99,7 @@ class ModelFamily:
     def shadowed(self, kinds) -> dict[str, str]:
         """kind -> the fused kind that takes all of its modules when both are swapped (--qk with
         --rope: every q_norm and k_norm becomes a rope site, and --qk has nothing left)."""
-        fused = {r.suffix: r.kind for r in self.sites if (r.fuses or r.rotary) and r.kind in kinds}
+        fused = {r.suffix: r.kind for r in self.sites if (r.fuses or r.rotary) and r.kind in kinds and not r.first_plain}
         out = {}
         for kind in kinds:
             own = {r.suffix for r in self.sites if r.kind == kind and not (r.fuses or r.rotary)}
@@ -126,7 +128,11 @@ def _qk(convention: str, layout: str) -> tuple[SiteRule, ...]:
 
 
 def _add(convention: str) -> tuple[SiteRule, ...]:
-    return (SiteRule("post_attention_layernorm", "add", "add_rms_norm", convention, fuses="self_attn", then="mlp"),)
+    """vLLM's decoder: every norm after a branch is fused with the residual add before it."""
+    branches = ("self_attn", "mlp")
+    return (SiteRule("input_layernorm", "add", "add_rms_norm", convention, fuses=branches, first_plain=True),
+            SiteRule("post_attention_layernorm", "add", "add_rms_norm", convention, fuses=branches),
+            SiteRule("norm", "add", "add_rms_norm", convention, fuses=branches))
 
 
 def _rope(convention: str) -> tuple[SiteRule, ...]:

@@ -127,46 +127,51 @@ class Site:
         return results
 
 
+class ResidualStream:
+    """The residual stream as vLLM's fused decoder holds it: `residual`, the running sum, starts as
+    the first decoder layer's input; `branch`, the output of the last branch module (attention,
+    MLP) the layers ran. Each fused add site takes (branch, residual) and leaves its residual_out as
+    the new residual: in the unswapped run the model's own sum (the norm module's input), in the
+    swapped run the implementation's, so a wrong residual_out travels on. transformers' own adds
+    are still computed, but every value they feed is a fused site's input, which reads the stream."""
+
+    def __init__(self, model, branches: tuple[str, ...]):
+        self.residual = self.branch = None
+        layers = [m for _, m in model.named_modules() if all(hasattr(m, b) for b in branches)]
+        layers[0].register_forward_pre_hook(self._first_input, with_kwargs=True)
+        for layer in layers:
+            for name in branches:
+                layer.get_submodule(name).register_forward_hook(self._branch_output)
+
+    def _first_input(self, _module, args, kwargs):
+        self.residual = args[0] if args else kwargs["hidden_states"]
+
+    def _branch_output(self, _module, _args, out):
+        self.branch = out[0] if isinstance(out, tuple) else out
+
+
 class FusedSite(Site):
     """A norm module that, with the residual add before it, is one fused call (add_rms_norm):
-    x = the output of the layer's `fuses` module, residual = the layer's input, both caught by
-    hooks; the norm module's own input is their sum, rounded as the model rounds it. A swapped
-    call's residual_out replaces that sum in the layer's last add (residual_out + the `then`
-    module's output, the same add the model makes), so a wrong residual_out travels on."""
+    x = the branch output just added, residual = the stream's running sum (ResidualStream); the
+    norm module's own input is their sum, rounded as the model rounds it."""
 
-    def __init__(self, path: str, rule, module, heads: int, layer):
+    def __init__(self, path: str, rule, module, heads: int, stream: ResidualStream):
         super().__init__(path, rule, module, heads)
-        self.stash: dict = {}
-        layer.register_forward_pre_hook(self._layer_input, with_kwargs=True)
-        layer.get_submodule(rule.fuses).register_forward_hook(self._fused_output)
-        layer.get_submodule(rule.then).register_forward_hook(self._then_output)
-        layer.register_forward_hook(self._layer_output)
-
-    def _layer_input(self, _module, args, kwargs):
-        self.stash = {"residual": args[0] if args else kwargs["hidden_states"]}
-
-    def _fused_output(self, _module, _args, out):
-        self.stash["x"] = out[0] if isinstance(out, tuple) else out
-
-    def _then_output(self, _module, _args, out):
-        self.stash["then"] = out
-
-    def _layer_output(self, _module, _args, out):
-        carried = self.stash.pop("residual_out", None)
-        return out if carried is None else carried + self.stash["then"]
+        self.stream = stream
 
     def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
-        given = {"x": self.stash["x"], "residual": self.stash["residual"]}
+        given = {"x": self.stream.branch, "residual": self.stream.residual}
         arrays = {name: to_numpy(self.to_rows(given[name])) if name in given else to_numpy(getattr(self.module, name))
                   for name in self.record.inputs}
         return arrays, tuple(args[0].shape)
 
     def reference_extra(self, args: tuple) -> dict:
+        self.stream.residual = args[0]
         return {"residual_out": to_numpy(self.to_rows(args[0]))}
 
     def carry(self, results: dict, shape: tuple) -> None:
         carried = from_numpy(np.ascontiguousarray(results["residual_out"]))
-        self.stash["residual_out"] = carried.to(self.stash["residual"].dtype).reshape(shape)
+        self.stream.residual = carried.to(self.stream.residual.dtype).reshape(shape)
 
 
 class RotarySite(Site):

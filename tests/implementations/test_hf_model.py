@@ -105,14 +105,20 @@ def test_buffers_made_in_float32_stay_float32_in_a_bf16_model():
     assert float(model.model.rotary_emb.inv_freq[1]) == pytest.approx(1e6 ** (-2 / 64), rel=1e-6)  # Qwen3's base
 
 
-def test_a_fused_site_takes_the_attention_output_and_the_layer_input():
+def test_a_fused_site_takes_the_branch_output_and_the_running_sum():
     result = hf_model.run("qwen3", "bfloat16", 0, 8, {"add": get("numpy")})
     add = [s for s in result["sites"] if s["kind"] == "add"]
-    assert [s["path"] for s in add] == [f"model.layers.{i}.post_attention_layernorm" for i in range(4)]
+    # as vLLM's decoder runs: every norm after a branch, all but layer 0's input_layernorm
+    assert [s["path"] for s in add] == ["model.layers.0.post_attention_layernorm"] + [
+        f"model.layers.{i}.{name}" for i in range(1, 4) for name in ("input_layernorm", "post_attention_layernorm")
+    ] + ["model.norm"]
+    assert [s["kind"] for s in result["sites"]][0] == "norm"
     call = add[0]["reference"][0]
     h = call["y"]["residual_out"]
     x, residual = call["arrays"]["x"].astype(np.float32), call["arrays"]["residual"].astype(np.float32)
     assert np.array_equal((x + residual).astype(h.dtype), h)  # the model's own sum, rounded as it rounds it
+    later = add[1]["reference"][0]  # layer 1's input_layernorm: layer 0's MLP output onto its post-attention sum
+    assert np.array_equal(later["arrays"]["residual"], h)
     assert result["swapped"]["logits"].tobytes() == result["reference"]["logits"].tobytes()
 
 

@@ -96,7 +96,9 @@ def test_transformers_unfused_add_is_out_of_vllms_budget(worker):
     # vLLM #52104: the native path keeps x + residual in float32 for the variance; transformers rounds it
     run = model_run.run("vllm-qwen3", {"add": get("numpy")}, "bfloat16", 0, 128, worker=worker)
     assert run.agrees
-    assert {s.path for s in run.own_out_of_budget} == {f"model.layers.{i}.post_attention_layernorm" for i in range(4)}
+    out = {s.path for s in run.own_out_of_budget}
+    assert {f"model.layers.{i}.post_attention_layernorm" for i in range(4)} <= out
+    assert all(".post_attention_layernorm" in p or ".input_layernorm" in p or p == "model.norm" for p in out)
 
 
 def _misbehaving(fixtures_dir, attr: str) -> Implementation:
