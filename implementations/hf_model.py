@@ -41,7 +41,7 @@ EMBEDDING_DECADES = (-2.0, 1.0)  # each token row's scale is 10**U(these)
 def build(family: ModelFamily, dtype: str, seed: int) -> torch.nn.Module:
     config_cls = getattr(transformers, family.config)
     model_cls = getattr(transformers, family.model)
-    config = config_cls(**dict(family.settings), **{family.eps_field: family.norm_eps()})
+    config = config_cls(**dict(family.settings), **({family.eps_field: family.norm_eps()} if family.eps_field else {}))
     config._attn_implementation = "eager"  # the same attention on every machine
     torch.manual_seed(seed)
     # built as from_pretrained(dtype=...) builds it: under that default dtype, so that buffers made

@@ -72,7 +72,7 @@ class ModelFamily:
     final: str = "model.norm"  # the final norm's path (its weights are drawn as a final norm's)
     embedding: str = "model.embed_tokens"
     # the config field of the norms' eps, set to the norm convention's (Llama's 1e-5, not
-    # LlamaConfig's default 1e-6: a hard-coded 1e-6 must be caught)
+    # LlamaConfig's default 1e-6: a hard-coded 1e-6 must be caught); "" where the class writes it in
     eps_field: str = "rms_norm_eps"
 
     def norm_eps(self) -> float:
@@ -174,6 +174,22 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
                 tuple((k, v) for k, v in _SMALL if k not in ("num_key_value_heads", "head_dim")),
                 _rms("input_layernorm post_attention_layernorm final_layer_norm", "torch", op="layer_norm"),
                 final="gpt_neox.final_layer_norm", embedding="gpt_neox.embed_in", eps_field="layer_norm_eps"),
+    # MLA: besides the block norms, RMSNorms on the latent q (q_lora_rank) and kv (kv_lora_rank) widths
+    ModelFamily("deepseek-v3", "DeepseekV3Config", "DeepseekV3ForCausalLM", (
+        ("vocab_size", 256), ("hidden_size", 256), ("intermediate_size", 512), ("moe_intermediate_size", 128),
+        ("num_hidden_layers", 4), ("num_attention_heads", 4), ("num_key_value_heads", 4), ("q_lora_rank", 96),
+        ("kv_lora_rank", 64), ("qk_rope_head_dim", 16), ("qk_nope_head_dim", 32), ("v_head_dim", 32),
+        ("n_routed_experts", 4), ("num_experts_per_tok", 2), ("n_group", 1), ("topk_group", 1),
+        ("first_k_dense_replace", 1), ("tie_word_embeddings", False)),
+        _rms("input_layernorm post_attention_layernorm norm self_attn.q_a_layernorm self_attn.kv_a_layernorm",
+             "deepseek-v3")),
+    # CohereLayerNorm: a weight and no bias (the bias operand is the identity, zeros), parallel blocks
+    ModelFamily("cohere", "CohereConfig", "CohereForCausalLM",
+                tuple((k, v) for k, v in _SMALL if k != "head_dim") + (("eos_token_id", 2), ("pad_token_id", 1)),
+                _rms("input_layernorm norm", "cohere", op="layer_norm"), eps_field="layer_norm_eps"),
+    # OLMo-1: OlmoLayerNorm holds neither weight nor bias and writes eps=1e-5 in (no config field)
+    ModelFamily("olmo", "OlmoConfig", "OlmoForCausalLM", _SMALL + (("eos_token_id", 2), ("pad_token_id", 1)),
+                _rms("input_layernorm post_attention_layernorm norm", "olmo", op="layer_norm"), eps_field=""),
     # the mixer's grouped gated norm (MambaRMSNormGated, 2 groups); the block norms are Llama's code
     ModelFamily("mamba2", "Mamba2Config", "Mamba2ForCausalLM", (
         ("vocab_size", 256), ("hidden_size", 256), ("num_hidden_layers", 4), ("num_heads", 8), ("head_dim", 64),

@@ -49,7 +49,9 @@ class Site:
         if self.module is None:
             default = inspect.signature(original).parameters["eps"].default if original is not None else None
             return float(kwargs.get("eps", default))
-        return float(getattr(self.module, "variance_epsilon", getattr(self.module, "eps", None)))
+        value = getattr(self.module, "variance_epsilon", getattr(self.module, "eps", None))
+        # a class that writes its eps in (OlmoLayerNorm's 1e-5) runs at its convention's
+        return float(value if value is not None else get_contract(self.rule.op, self.rule.convention).eps)
 
     def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
         """The op's arrays (in call order) and x's shape as the model holds it."""
@@ -63,9 +65,18 @@ class Site:
         for name in self.record.inputs:
             if name in given:
                 arrays[name] = to_numpy(self.to_rows(given[name]))
-            else:  # a parameter of the module (weight, bias)
-                arrays[name] = to_numpy(getattr(self.module, name))
+            else:  # a parameter of the module (weight, bias), or its identity where the class has none
+                arrays[name] = self.parameter(name, arrays["x"])
         return arrays, shape
+
+    def parameter(self, name: str, x: np.ndarray) -> np.ndarray:
+        """The module's `name` parameter; a class without one (CohereLayerNorm's bias, OlmoLayerNorm's
+        weight and bias) applies the identity: gain 1 (stored 1 - the convention's offset), bias 0."""
+        param = getattr(self.module, name, None)
+        if isinstance(param, torch.Tensor):
+            return to_numpy(param)
+        identity = 1.0 - get_contract(self.rule.op, self.rule.convention).weight_offset if name == "weight" else 0.0
+        return np.full(x.shape[-1], identity, dtype=x.dtype)
 
     def to_rows(self, t: torch.Tensor) -> torch.Tensor:
         if self.rule.layout == HEADS_FIRST:
@@ -161,8 +172,9 @@ class FusedSite(Site):
 
     def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
         given = {"x": self.stream.branch, "residual": self.stream.residual}
-        arrays = {name: to_numpy(self.to_rows(given[name])) if name in given else to_numpy(getattr(self.module, name))
-                  for name in self.record.inputs}
+        arrays = {"x": to_numpy(self.to_rows(given["x"]))}
+        arrays.update({name: to_numpy(self.to_rows(given[name])) if name in given else self.parameter(name, arrays["x"])
+                       for name in self.record.inputs if name != "x"})
         return arrays, tuple(args[0].shape)
 
     def reference_extra(self, args: tuple) -> dict:

@@ -13,7 +13,7 @@ from normdiff.implementations.registry import get  # noqa: E402
 
 # per family: the sites a 4-layer model has (its layers' sites, then the final norm)
 SITES = {"qwen3": 4 * 4 + 1, "vllm-qwen3": 4 * 4 + 1, "qwen3.5": 3 * 5 + 4 + 1, "olmo2": 4 * 4 + 1, "gemma3": 4 * 6 + 1, "llama": 4 * 2 + 1,
-         "gpt-neox": 4 * 2 + 1, "mamba2": 4 * 2 + 1}
+         "gpt-neox": 4 * 2 + 1, "mamba2": 4 * 2 + 1, "deepseek-v3": 4 * 4 + 1, "cohere": 4 * 1 + 1, "olmo": 4 * 2 + 1}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,13 @@ def test_operands_are_laid_out_as_the_op_takes_them(runs):
     l2 = {s["path"]: s["reference"][0] for s in runs["qwen3.5"]["sites"]}["model.layers.0.linear_attn.l2norm[0]"]
     assert l2["arrays"]["x"].dtype == np.float32  # the delta rule upcasts q and k before l2norm
     assert l2["eps"] == 1e-6
+
+
+def test_a_class_without_weight_or_bias_gets_the_identity(runs):
+    olmo = runs["olmo"]["sites"][0]["reference"][0]  # OlmoLayerNorm: neither, eps 1e-5 written in
+    assert (olmo["arrays"]["weight"] == 1).all() and (olmo["arrays"]["bias"] == 0).all() and olmo["eps"] == 1e-5
+    cohere = runs["cohere"]["sites"][0]["reference"][0]  # CohereLayerNorm: a weight, no bias
+    assert (cohere["arrays"]["bias"] == 0).all() and not (cohere["arrays"]["weight"] == 1).all()
 
 
 def test_a_heads_first_layout_round_trips():

@@ -16,7 +16,8 @@ pytest.importorskip("transformers")
 # the family's own class for each kind, as a registered implementation (GPT-NeoX's norm is nn.LayerNorm;
 # Mamba2's block norm is LlamaRMSNorm's code)
 OWN = {"qwen3": "hf-qwen3", "vllm-qwen3": "hf-qwen3", "qwen3.5": "hf-qwen3.5", "olmo2": "hf-olmo2", "gemma3": "hf-gemma3", "llama": "hf-llama",
-       "gpt-neox": {"norm": "torch-nn.LayerNorm"}, "mamba2": {"norm": "hf-llama", "gated": "hf-mamba2"}}
+       "gpt-neox": {"norm": "torch-nn.LayerNorm"}, "mamba2": {"norm": "hf-llama", "gated": "hf-mamba2"},
+       "deepseek-v3": "hf-deepseek-v3", "cohere": "hf-cohere", "olmo": "hf-olmo"}
 
 
 def _plain(family: str) -> list[str]:
