@@ -1,14 +1,15 @@
 """`normdiff model`: the user's norm classes in every site of a small HF model, judged site by site;
 and `--mutants`, the teaching table of what each catalogued bug does to a whole model.
 
-A TARGET (--norm, --qk, --gated, --l2) is a registered implementation's name (`normdiff list
-implementations`: numpy, torch, hf-qwen3, a mutant) or the user's code as check takes it
-(FILE.py:NAME, package.module:NAME; --framework, --call, --init and --weight-attr apply to it). It
-is built for the op and convention of the family's sites of that kind, and runs in the model's
+A TARGET (--norm, --qk, --gated, --l2, --add, --rope: the kinds of hf_model_families.KINDS) is a
+registered implementation's name (`normdiff list implementations`: numpy, torch, hf-qwen3, a
+mutant) or the user's code as check takes it (FILE.py:NAME, package.module:NAME; --framework,
+--call, --init and --weight-attr apply to it); `--command KIND=CMD` is a program in any language.
+It is built for the op and convention of the family's sites of that kind, and runs in the model's
 torch worker through the same adapter a `normdiff run` uses.
 
-Exit status: 0 every site agrees, 1 some site is out of its budget or raised, 2 usage error or the
-model could not be run.
+Exit status: 0 every swapped site agrees, 1 some swapped site is out of its budget or failed, 2
+usage error or the model could not be run.
 """
 from __future__ import annotations
 
