@@ -20,6 +20,7 @@ import torch
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.ops import get_op
+from normdiff.implementations.call_checks import changed_inputs
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.frameworks.torch import from_numpy
 from normdiff.implementations.hf_model_families import HEADS, HEADS_FIRST, ModelFamily
@@ -127,9 +128,9 @@ class Site:
         except SystemExit as exc:  # a model must go on: ending the process is a failure of the site
             raise SiteFailed(self.path, f"called sys.exit({exc.code!r}): an implementation must return its output") \
                 from exc
-        changed = [name for name, a in arrays.items() if a.tobytes() != inputs.arrays[name].tobytes()]
+        changed = changed_inputs(arrays, inputs.arrays)
         if changed:  # in a model that input is the residual stream, or the weight of every later call
-            raise SiteFailed(self.path, f"modified its input {changed[0]!r} in place: compute into a new array")
+            raise SiteFailed(self.path, changed)
         for name, y in results.items():
             if not isinstance(y, np.ndarray) or y.shape != arrays["x"].shape:
                 got = getattr(y, "shape", type(y).__name__)

@@ -32,11 +32,10 @@ from multiprocessing.connection import Connection
 
 from dataclasses import replace
 
-import numpy as np
-
 from normdiff import processes
 from normdiff.cases import layouts
 from normdiff.harness.data.ops import CASE, OPS
+from normdiff.implementations.call_checks import changed_inputs
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.loading import load_entry, make_adapter
 
@@ -216,26 +215,6 @@ def output_problem(value) -> str | None:
         return f"returned a {type(value).__name__}: return the array itself (is there a `yield`?)"
     if isinstance(value, (int, float, complex, str, bytes)):
         return f"returned a {type(value).__name__}, not an array shaped like x"
-    return None
-
-
-def changed_inputs(before: dict, after: dict) -> str | None:
-    """Which inputs the call wrote to, compared bit for bit (NaN and -0 included)."""
-    for name, old in before.items():
-        new = after[name]
-        if new.shape != old.shape or new.dtype != old.dtype:
-            return f"changed its input {name!r} in place (now {new.dtype}{new.shape}): compute into a new array"
-        if not old.size:
-            continue
-        # flat, contiguous copies: a 0-d or Fortran-ordered array cannot be viewed as bytes as it is
-        old_bytes = np.ascontiguousarray(old).reshape(-1).view(np.uint8).reshape(old.size, -1)
-        new_bytes = np.ascontiguousarray(new).reshape(-1).view(np.uint8).reshape(new.size, -1)
-        differs = old_bytes != new_bytes
-        count = int(differs.any(axis=1).sum())
-        if count:
-            return (f"modified its input {name!r} in place ({count} of {old.size} elements changed): an "
-                    "implementation must not write to its inputs (the caller's tensor would be corrupted); "
-                    "compute into a new array")
     return None
 
 
