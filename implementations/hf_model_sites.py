@@ -4,7 +4,7 @@ implementation's output goes on into the model.
 
   Site         a norm module (or a modeling function, as Qwen3.5's l2norm) computing its op alone.
   FusedSite    the residual add before a norm and the norm as one call (add_rms_norm); hooks catch
-               its x (the attention's output) and residual (the decoder layer's input).
+               its x (the branch just run) and the running residual (ResidualStream).
   RotarySite   q_norm or k_norm and the RoPE after it as one call (qk_norm_rope); the modeling
                module's apply_rotary_pos_emb is where the call completes.
 """
@@ -54,21 +54,25 @@ class Site:
         # a class that writes its eps in (OlmoLayerNorm's 1e-5) runs at its convention's
         return float(value if value is not None else get_contract(self.rule.op, self.rule.convention).eps)
 
-    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
-        """The op's arrays (in call order) and x's shape as the model holds it."""
+    def given(self, args: tuple, kwargs: dict) -> dict:
+        """The op's per-row operands (x, gate) as the model's call passes them."""
         call = self.record.module_call or ("x",)
         given = dict(zip(call, args))
         given.update({k: v for k, v in kwargs.items() if k in call})
         if "gate" in call and "gate" not in given:
             given["gate"] = kwargs.get("gate")
-        shape = tuple(given["x"].shape)
+        return given
+
+    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
+        """The op's arrays (in call order) and the shape of the module's input as the model holds it."""
+        given = self.given(args, kwargs)
         arrays = {}
-        for name in self.record.inputs:
+        for name in self.record.inputs:  # x first
             if name in given:
                 arrays[name] = to_numpy(self.to_rows(given[name]))
             else:  # a parameter of the module (weight, bias), or its identity where the class has none
                 arrays[name] = self.parameter(name, arrays["x"])
-        return arrays, shape
+        return arrays, tuple(args[0].shape)
 
     def parameter(self, name: str, x: np.ndarray) -> np.ndarray:
         """The module's `name` parameter; a class without one (CohereLayerNorm's bias, OlmoLayerNorm's
@@ -103,11 +107,14 @@ class Site:
             results = self.swapped(arrays, heads, eps)
             out = self.from_rows(from_numpy(results["y"].astype(arrays["x"].dtype, copy=False)), shape)
             self.carry(results, shape)
+        self.record_call(arrays, heads, eps, results)
+        return out
+
+    def record_call(self, arrays: dict, heads: int, eps: float, results: dict) -> None:
         if not self.calls:
             self.order.append(self.path)
         y = results if len(results) > 1 else results["y"]
         self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": y})
-        return out
 
     def reference_extra(self, args: tuple) -> dict:
         """The model's own results beyond y (a fused site's residual_out)."""
@@ -171,12 +178,8 @@ class FusedSite(Site):
         super().__init__(path, rule, module, heads)
         self.stream = stream
 
-    def operands(self, args: tuple, kwargs: dict) -> tuple[dict, tuple]:
-        given = {"x": self.stream.branch, "residual": self.stream.residual}
-        arrays = {"x": to_numpy(self.to_rows(given["x"]))}
-        arrays.update({name: to_numpy(self.to_rows(given[name])) if name in given else self.parameter(name, arrays["x"])
-                       for name in self.record.inputs if name != "x"})
-        return arrays, tuple(args[0].shape)
+    def given(self, args: tuple, kwargs: dict) -> dict:
+        return {"x": self.stream.branch, "residual": self.stream.residual}
 
     def reference_extra(self, args: tuple) -> dict:
         self.stream.residual = args[0]
@@ -219,9 +222,7 @@ class RotarySite(Site):
         else:
             results = self.swapped(arrays, heads, eps)
             out = self.from_rows(from_numpy(results["y"].astype(arrays["x"].dtype, copy=False)), shape).transpose(1, 2)
-        if not self.calls:
-            self.order.append(self.path)
-        self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": results["y"]})
+        self.record_call(arrays, heads, eps, results)
         return out
 
 
