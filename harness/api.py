@@ -122,6 +122,5 @@ def run_model(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int =
     if unknown:
         raise UsageError(f"run_model: no kind {', '.join(map(repr, unknown))}; the kinds: {', '.join(model.OPTIONS)}")
     check_timeout(timeout)
-    model.check_family_options(family, dtype, tokens)
-    swaps = {kind: model.implementation_for(target, family, kind, {}) for kind, target in targets.items() if target}
-    return model.model(family, swaps, dtype, seed, tokens, timeout)
+    return model.model(family, {kind: (target, False) for kind, target in targets.items() if target}, dtype, seed,
+                       tokens, timeout)

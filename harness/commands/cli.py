@@ -524,7 +524,6 @@ def _model(args) -> int:
     if len(args.dtypes or ()) > 1:
         raise UsageError("one model, one --dtype (several are for --mutants)")
     dtype = (args.dtypes or ["bfloat16"])[0]
-    model.check_family_options(args.family, dtype, args.tokens)
     options = {"framework": args.framework, "call": args.call, "init": args.init, "weight_attr": args.weight_attr}
     targets = {kind: (getattr(args, kind), False) for kind in model.OPTIONS if getattr(args, kind)}
     for given in args.commands:
@@ -536,9 +535,7 @@ def _model(args) -> int:
         targets[kind] = (command, True)
     replay = model.replay_command(args.family, targets, options, dtype, args.seed, args.tokens)
     try:
-        swaps = {kind: model.implementation_for(target, args.family, kind, options, command, args.timeout)
-                 for kind, (target, command) in targets.items()}
-        run = model.model(args.family, swaps, dtype, args.seed, args.tokens, args.timeout, replay)
+        run = model.model(args.family, targets, dtype, args.seed, args.tokens, args.timeout, options, replay)
     except (usercode.TargetError, ModelRunError) as exc:
         if args.json:
             print(json.dumps({"verdict": "error", "exit_code": USAGE_ERROR, "message": str(exc)}))

@@ -72,18 +72,22 @@ def check_family_options(family: str, dtype: str, tokens: int) -> None:
         raise UsageError(f"--tokens must be 1..256 (the small model's positions), got {tokens}")
 
 
-def model(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
-          timeout: float = 600.0, replay: str = "") -> model_run.ModelRun:
-    """One judged model run with `swaps` (kind -> Implementation); usage errors before it starts."""
-    if not swaps:
+def model(family: str, targets: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
+          timeout: float = 600.0, options: dict | None = None, replay: str = "") -> model_run.ModelRun:
+    """One judged model run. `targets`: kind -> (TARGET, whether it is a command line); `options`:
+    --framework, --call, --init, --weight-attr for the targets that are Python code. Every usage
+    error is raised before a target is loaded or probed, and before the model starts."""
+    if not targets:
         raise UsageError("nothing to swap in: give at least one of " + ", ".join(OPTIONS.values()) +
                          " (or --mutants for the teaching table)")
     check_family_options(family, dtype, tokens)
-    shadowed = get_family(family).shadowed(swaps)
+    shadowed = get_family(family).shadowed(targets)
     if shadowed:
         kind, by = next(iter(shadowed.items()))
         raise UsageError(f"{OPTIONS[kind]} and {OPTIONS[by]} swap the same modules ({by} takes every {kind} site); "
                          "give one of them")
+    swaps = {kind: implementation_for(target, family, kind, options or {}, command, timeout)
+             for kind, (target, command) in targets.items()}
     run = model_run.run(family, swaps, dtype, seed, tokens, timeout)
     run.replay = replay
     return run
