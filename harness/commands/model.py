@@ -14,12 +14,10 @@ usage error or the model could not be run.
 from __future__ import annotations
 
 import shlex
-import shutil
 from dataclasses import dataclass, field
 
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.engine import model_run, runner
-from normdiff.harness.engine.pool import Worker
+from normdiff.harness.engine import model_run
 from normdiff.implementations import registry
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_model_families import FAMILIES, KINDS, get_family
@@ -155,9 +153,7 @@ def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: flo
         check_family_options(next(iter(FAMILIES)), dtype, tokens)
     table = MutantTable(tuple(dtypes), seed, tokens)
     forward = [i for i in registry.implementations() if i.kind == "mutant" and "forward" in i.passes]
-    tmp = runner.run_tmp_dir()
-    worker = Worker("torch", timeout=timeout, tmp_dir=tmp)
-    try:
+    with model_run.torch_worker(timeout) as worker:
         for impl in forward:
             row = MutantRow(impl.name, impl.description)
             place = site_for(impl)
@@ -169,9 +165,6 @@ def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: flo
                 row.runs = {dtype: model_run.run(row.family, {row.kind: impl}, dtype, seed, tokens, timeout,
                                                  worker=worker) for dtype in dtypes}
             table.rows.append(row)
-    finally:
-        worker.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return table
 
 

@@ -10,6 +10,7 @@ input and output moved from the unswapped run's.
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import asdict, dataclass, field
 
@@ -106,20 +107,27 @@ class ModelRun:
         return out
 
 
+@contextlib.contextmanager
+def torch_worker(timeout: float):
+    """A torch worker for model runs, with its own temporary folder; both gone on the way out."""
+    tmp = runner.run_tmp_dir()
+    worker = Worker("torch", timeout=timeout, tmp_dir=tmp)
+    try:
+        yield worker
+    finally:
+        worker.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
         timeout: float = 600.0, worker: Worker | None = None) -> ModelRun:
     """Run and judge. `swaps`: kind -> Implementation. `worker`: a torch worker to reuse (the
     teaching table runs many models on one import); else one is started and ended here."""
-    own = worker is None
-    tmp = runner.run_tmp_dir() if own else None
-    worker = worker or Worker("torch", timeout=timeout, tmp_dir=tmp)
-    try:
-        reply = worker.call(("task", TASK, {"family": family, "dtype": dtype, "seed": seed, "tokens": tokens,
-                                            "swaps": swaps}), timeout=timeout)
-    finally:
-        if own:
-            worker.close()
-            shutil.rmtree(tmp, ignore_errors=True)
+    if worker is None:
+        with torch_worker(timeout) as own:
+            return run(family, swaps, dtype, seed, tokens, timeout, own)
+    reply = worker.call(("task", TASK, {"family": family, "dtype": dtype, "seed": seed, "tokens": tokens,
+                                        "swaps": swaps}), timeout=timeout)
     if reply[0] != "ok":
         raise ModelRunError(f"the model did not run ({reply[0]}): {reply[1]}")
     return judge_run(reply[1], {kind: impl.name for kind, impl in swaps.items()})
