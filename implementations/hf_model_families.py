@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.errors import UsageError
 
 # kind -> what its option swaps in (the CLI's --KIND help)
@@ -76,8 +77,6 @@ class ModelFamily:
     eps_field: str = "rms_norm_eps"
 
     def norm_eps(self) -> float:
-        from normdiff.harness.data.conventions import get_contract
-
         ((op, convention),) = self.ops("norm")
         return get_contract(op, convention).eps
 
@@ -118,7 +117,8 @@ _SMALL = (("vocab_size", 256), ("hidden_size", 256), ("intermediate_size", 512),
 _MODELS = "transformers.models."
 
 
-def _rms(suffixes: str, convention: str, op: str = "rms_norm", kind: str = "norm") -> tuple[SiteRule, ...]:
+def _norms(suffixes: str, convention: str, op: str = "rms_norm", kind: str = "norm") -> tuple[SiteRule, ...]:
+    """One rule per module suffix (space-separated), all of one op: RMSNorms, or LayerNorms."""
     return tuple(SiteRule(s, kind, op, convention) for s in suffixes.split())
 
 
@@ -147,32 +147,32 @@ _QWEN3 = _SMALL + (("rope_parameters", {"rope_type": "default", "rope_theta": 1e
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", _QWEN3,
-                _rms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS) + _add("qwen3")
+                _norms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS) + _add("qwen3")
                 + _rope("qwen3"), modeling=_MODELS + "qwen3.modeling_qwen3"),
     # the same model judged as vLLM serves it: its native RMSNorm, and fused_add_rms_norm keeping
     # x + residual in float32 for the variance (transformers' unfused code rounds it first: vLLM #52104)
     ModelFamily("vllm-qwen3", "Qwen3Config", "Qwen3ForCausalLM", _QWEN3,
-                _rms("input_layernorm post_attention_layernorm norm", "vllm") + _qk("qwen3", HEADS) + _add("vllm")),
+                _norms("input_layernorm post_attention_layernorm norm", "vllm") + _qk("qwen3", HEADS) + _add("vllm")),
     # three linear-attention layers (gated norm, l2norm of q and k), then one full-attention layer
     ModelFamily("qwen3.5", "Qwen3_5TextConfig", "Qwen3_5ForCausalLM", _SMALL + (
         ("linear_num_value_heads", 4), ("linear_num_key_heads", 2), ("linear_key_head_dim", 64),
         ("linear_value_head_dim", 64), ("linear_conv_kernel_dim", 4)),
-        _rms("input_layernorm post_attention_layernorm norm", "qwen3.5") + _qk("qwen3.5", HEADS)
+        _norms("input_layernorm post_attention_layernorm norm", "qwen3.5") + _qk("qwen3.5", HEADS)
         + (SiteRule("linear_attn.norm", "gated", "gated_rms_norm", "qwen3.5"),
            SiteRule("l2norm", "l2", "l2_norm", "qwen3.5", function="l2norm", caller="linear_attn")),
         modeling=_MODELS + "qwen3_5.modeling_qwen3_5"),
     ModelFamily("olmo2", "Olmo2Config", "Olmo2ForCausalLM", _SMALL + (("eos_token_id", 2), ("pad_token_id", 1)),
-                _rms("post_attention_layernorm post_feedforward_layernorm norm", "olmo2")
+                _norms("post_attention_layernorm post_feedforward_layernorm norm", "olmo2")
                 + _qk("olmo2", FULL_VECTOR)),
     ModelFamily("gemma3", "Gemma3TextConfig", "Gemma3ForCausalLM", _SMALL + (("sliding_window", 16),),
-                _rms("input_layernorm post_attention_layernorm pre_feedforward_layernorm post_feedforward_layernorm "
+                _norms("input_layernorm post_attention_layernorm pre_feedforward_layernorm post_feedforward_layernorm "
                      "norm", "gemma3") + _qk("gemma3", HEADS_FIRST)),
     ModelFamily("llama", "LlamaConfig", "LlamaForCausalLM", _SMALL,
-                _rms("input_layernorm post_attention_layernorm norm", "llama")),
+                _norms("input_layernorm post_attention_layernorm norm", "llama")),
     # nn.LayerNorm with a bias: the LayerNorm of GPT-NeoX / Pythia (convention torch = F.layer_norm)
     ModelFamily("gpt-neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
                 tuple((k, v) for k, v in _SMALL if k not in ("num_key_value_heads", "head_dim")),
-                _rms("input_layernorm post_attention_layernorm final_layer_norm", "torch", op="layer_norm"),
+                _norms("input_layernorm post_attention_layernorm final_layer_norm", "torch", op="layer_norm"),
                 final="gpt_neox.final_layer_norm", embedding="gpt_neox.embed_in", eps_field="layer_norm_eps"),
     # MLA: besides the block norms, RMSNorms on the latent q (q_lora_rank) and kv (kv_lora_rank) widths
     ModelFamily("deepseek-v3", "DeepseekV3Config", "DeepseekV3ForCausalLM", (
@@ -181,20 +181,20 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
         ("kv_lora_rank", 64), ("qk_rope_head_dim", 16), ("qk_nope_head_dim", 32), ("v_head_dim", 32),
         ("n_routed_experts", 4), ("num_experts_per_tok", 2), ("n_group", 1), ("topk_group", 1),
         ("first_k_dense_replace", 1), ("tie_word_embeddings", False)),
-        _rms("input_layernorm post_attention_layernorm norm self_attn.q_a_layernorm self_attn.kv_a_layernorm",
+        _norms("input_layernorm post_attention_layernorm norm self_attn.q_a_layernorm self_attn.kv_a_layernorm",
              "deepseek-v3")),
     # CohereLayerNorm: a weight and no bias (the bias operand is the identity, zeros), parallel blocks
     ModelFamily("cohere", "CohereConfig", "CohereForCausalLM",
                 tuple((k, v) for k, v in _SMALL if k != "head_dim") + (("eos_token_id", 2), ("pad_token_id", 1)),
-                _rms("input_layernorm norm", "cohere", op="layer_norm"), eps_field="layer_norm_eps"),
+                _norms("input_layernorm norm", "cohere", op="layer_norm"), eps_field="layer_norm_eps"),
     # OLMo-1: OlmoLayerNorm holds neither weight nor bias and writes eps=1e-5 in (no config field)
     ModelFamily("olmo", "OlmoConfig", "OlmoForCausalLM", _SMALL + (("eos_token_id", 2), ("pad_token_id", 1)),
-                _rms("input_layernorm post_attention_layernorm norm", "olmo", op="layer_norm"), eps_field=""),
+                _norms("input_layernorm post_attention_layernorm norm", "olmo", op="layer_norm"), eps_field=""),
     # the mixer's grouped gated norm (MambaRMSNormGated, 2 groups); the block norms are Llama's code
     ModelFamily("mamba2", "Mamba2Config", "Mamba2ForCausalLM", (
         ("vocab_size", 256), ("hidden_size", 256), ("num_hidden_layers", 4), ("num_heads", 8), ("head_dim", 64),
         ("state_size", 16), ("n_groups", 2), ("expand", 2), ("chunk_size", 16), ("tie_word_embeddings", False)),
-        _rms("norm norm_f", "llama")
+        _norms("norm norm_f", "llama")
         + (SiteRule("mixer.norm", "gated", "group_gated_rms_norm", "mamba2", heads="n_groups"),),
         final="backbone.norm_f", embedding="backbone.embeddings", eps_field="layer_norm_epsilon"),
 )}
