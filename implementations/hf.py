@@ -75,6 +75,7 @@ HF_HUB_OFFLINE is set in the worker so that nothing can try to download.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from importlib import metadata
@@ -140,12 +141,35 @@ def identity_attention(attention_cls, config_cls, heads: int, head_dim: int, eps
                         head_dim=head_dim, attention_bias=False, attention_dropout=0.0,
                         rms_norm_eps=eps)
     config._attn_implementation = "eager"  # the plain PyTorch path: no sdpa / flash dispatch
-    attention = attention_cls(config, layer_idx=0).to(dtype).eval()
+    # the projections' random init is thrown away below, and kaiming-initialising four width^2
+    # matrices is most of the build (0.30 s -> 0.06 s at width 4096, measured): skip it, then set
+    # every Linear explicitly, so nothing uninitialised is left (the norms' weights come from
+    # torch.ones / zeros in their __init__, which the skip does not touch)
+    with _no_init_weights():
+        attention = attention_cls(config, layer_idx=0).to(dtype).eval()
     eye = torch.eye(width, dtype=dtype)
     with torch.no_grad():
+        for layer in attention.modules():
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+                if layer.bias is not None:
+                    layer.bias.zero_()
         attention.k_proj.weight.copy_(eye)
         attention.q_proj.weight.copy_(gated_identity(eye, heads) if gated_query else eye)
     return attention
+
+
+def _no_init_weights():
+    """transformers' switch that makes torch.nn.init a no-op while a module is built (a context
+    manager); a plain no-op context where this transformers version lacks it."""
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:
+        try:
+            from transformers.modeling_utils import no_init_weights
+        except ImportError:
+            return contextlib.nullcontext()
+    return no_init_weights()
 
 
 def gated_identity(eye: torch.Tensor, heads: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ number of pairs: 5.6 bf16 ulp and 14.7 float32 ulp for correct pipelines on 8x8x
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass
 
@@ -174,6 +175,11 @@ class Reference:
         self.ulp = fmt.ulp(ulp_magnitude(exact, op, num_heads, floor))
         self.sign = np.sign(exact)
         self.rows = int(np.prod(exact.shape[:-1]))
+        # what judge() measured here, by the output's bits and the judging's arguments: many
+        # implementations return bit-identical outputs for a case (a family's class and our torch
+        # version, a mutant where its bug does not bite: 45 % of the default run's judgements),
+        # and each bit-identical one gets the same measurement without the work
+        self.judged: dict[tuple, Measurement] = {}
 
     def nearest(self, out: np.ndarray) -> np.ndarray:
         """The exact output an implementation is judged against: the oracle's, or for RoPE, per
@@ -289,7 +295,17 @@ def judge(out, ref, fmt: FloatFormat, budget: float, num_heads: int = 1, op: str
         out_fmt = format_of(out)
     except ValueError as exc:
         return failure("error", str(exc))
-    m = Measurement(outcome="", tolerance_ulp=budget, output_dtype=out_fmt.name, output_digest=digest(out))
+    key = (out.dtype.str, out.shape, digest(out), budget, num_heads, op, operand, systematic)
+    if key in ref.judged:
+        return copy.copy(ref.judged[key])  # a copy: the runner marks batch invariance on its own
+    m = _measure(out, out_fmt, ref, budget, key[2], systematic)
+    ref.judged[key] = copy.copy(m)
+    return m
+
+
+def _measure(out: np.ndarray, out_fmt: FloatFormat, ref: Reference, budget: float, out_digest: str,
+             systematic: float) -> Measurement:
+    m = Measurement(outcome="", tolerance_ulp=budget, output_dtype=out_fmt.name, output_digest=out_digest)
     if out_fmt.name != ref.fmt.name:
         m.detail = f"returns {out_fmt.name} for {ref.fmt.name} input"
     o = out.astype(np.float64)

@@ -161,6 +161,31 @@ def test_identity_projections_are_exact(families, family, dtype):
     assert hf.same(q, x) and hf.same(k, x)
 
 
+@pytest.mark.parametrize("family", [name for name, f in hf_families.FAMILIES.items() if f.attention])
+def test_attention_built_without_init_holds_what_a_default_build_holds(families, family):
+    # identity_attention skips torch's random init for speed: every parameter and buffer outside
+    # the Linear projections must still be what a normally built module holds (the norms' ones or
+    # zeros), and every Linear all zeros but the identities, so no uninitialised memory is left
+    f, adapter = hf_families.FAMILIES[family], families[family]
+    built = hf.identity_attention(adapter.parts[f.attention], adapter.parts[f.config], 4, 16, 1e-6,
+                                  torch.float32, f.gated_query)
+    config = adapter.parts[f.config](hidden_size=64, num_attention_heads=4, num_key_value_heads=4, head_dim=16,
+                                     attention_bias=False, attention_dropout=0.0, rms_norm_eps=1e-6)
+    config._attn_implementation = "eager"
+    reference = adapter.parts[f.attention](config, layer_idx=0).eval()
+    linear = {name for name, m in reference.named_modules() if isinstance(m, torch.nn.Linear)}
+    ours, theirs = built.state_dict(), reference.state_dict()
+    assert ours.keys() == theirs.keys()
+    for name, value in ours.items():
+        owner = name.rsplit(".", 1)[0]
+        if owner in linear:
+            kept = {"q_proj", "k_proj"}
+            assert owner in kept or not value.any(), name
+        else:
+            assert hf.same(value, theirs[name]), name
+    assert hf.same(built.k_proj.weight, torch.eye(64))
+
+
 def test_bf16_subnormals_are_refused_where_the_gemm_flushes_them(families):
     # Some CPUs' bf16 GEMM flushes bf16 subnormals (|x| < 2^-126) to zero (seen on an AVX512 Intel
     # machine with torch 2.13; an AMD EPYC keeps them): there the identity projection is not exact,

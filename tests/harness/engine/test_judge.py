@@ -198,3 +198,22 @@ def test_a_channel_is_judged_over_the_rows_where_it_is_finite():
     m = judge(fmt.round(exact + np.where(np.arange(width) == 0, 0.9, 0.0) * fmt.ulp(exact)).astype(np.float16),
               Reference(exact, fmt), fmt, 3.0)
     assert m.outcome == "disagree" and "over 64 rows" in m.detail
+
+
+def test_a_bit_identical_output_is_judged_once_per_reference_and_arguments(monkeypatch):
+    from normdiff.harness.engine import judge as judge_module
+
+    ref = judge_module.Reference(REF, BF16)
+    measured = []
+    real = judge_module._measure
+    monkeypatch.setattr(judge_module, "_measure", lambda *a: measured.append(1) or real(*a))
+    first = judge(nudge(REF, 3), ref, BF16, 2.0)
+    again = judge(nudge(REF, 3).copy(), ref, BF16, 2.0)  # the same bits in another array
+    assert len(measured) == 1 and again == first and again is not first
+    again.outcome = "changed by the caller"  # the runner marks batch invariance on its own copy
+    assert judge(nudge(REF, 3), ref, BF16, 2.0).outcome == "disagree"
+    # other bits, another budget, another dtype of the same values: each judged afresh
+    assert judge(nudge(REF, 1), ref, BF16, 2.0).outcome == "agree"
+    assert judge(nudge(REF, 3), ref, BF16, 4.0).outcome == "agree" and len(measured) == 3
+    wide = judge(nudge(REF, 3).astype(np.float32), ref, BF16, 2.0)
+    assert wide.output_dtype == "float32" and len(measured) == 4

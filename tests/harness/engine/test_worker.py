@@ -216,3 +216,13 @@ def test_handle_load(module, tmp_path):
     exiting.write_text("import sys\nsys.exit(2)\n")
     reply = worker.handle(("load", impl(f"{exiting}:f", "load-exits")))
     assert reply[0] == "error" and "sys.exit(2)" in reply[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.complex128, np.bool_])
+def test_a_change_is_found_at_every_element_width(dtype):
+    # widths with an unsigned twin (1, 2, 8 bytes) and one without (16: compared byte by byte)
+    arrays = {"x": np.zeros((2, 3), dtype)}
+    before = snapshot(arrays)
+    assert changed_inputs(before, arrays) is None
+    arrays["x"][1, 2] = 1
+    assert "1 of 6 elements changed" in changed_inputs(before, arrays)
