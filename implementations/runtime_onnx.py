@@ -161,6 +161,9 @@ def _session_options(optimize: bool = True):
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: no optimizer chatter in the worker's log
+    # idle intra-op threads sleep instead of spinning on a core another worker computes on (the
+    # thread count, and so how a kernel splits its work, is unchanged)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return options
