@@ -218,10 +218,10 @@ def alone_rows(rows: int) -> list[int]:
     return sorted({0, rows // 2, rows - 1})
 
 
-def _mark_batch_invariance(outcomes: list[Outcome], task: Task, values, worker: Worker) -> None:
+def _batch_verdicts(task: Task, values, worker: Worker) -> dict[str, str]:
     """Call the checked cases' rows alone and compare them bit for bit with the same rows of the
-    call's outputs (every result of the op); each checked case's outcomes get "yes" or "no", and a
-    claimer's "no" disagrees. A lone call that fails is a "no" that says so."""
+    call's outputs (every result of the op): for each checked case's call id, "" when they are the
+    same, else what differs. A lone call that fails is a difference that says so."""
     values = values if isinstance(values, dict) else {"y": values}
     batched, start, verdicts = _batched_inputs(task), 0, {}
     row_names = {o.name for o in task.cases[0].case.record.operands if o.per == ROW}
@@ -229,6 +229,11 @@ def _mark_batch_invariance(outcomes: list[Outcome], task: Task, values, worker: 
         if p.case.batch_check:
             verdicts[p.case.call_id] = _rows_alone(task, batched, row_names, values, start, p.case.rows, worker)
         start += p.case.rows
+    return verdicts
+
+
+def _mark_batch_invariance(outcomes: list[Outcome], task: Task, verdicts: dict[str, str]) -> None:
+    """Each checked case's outcomes get "yes" or "no"; a claimer's "no" disagrees."""
     for o in outcomes:
         verdict = verdicts.get(o.case.call_id)
         if verdict is None or o.measurement.outcome == "error":
@@ -277,9 +282,11 @@ def _judge_gradients(task: Task, grads: dict, seconds: float) -> list[Outcome]:
 def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue,
            keep_calling: bool = False) -> None:
     """One worker's whole job: import its implementations (while the parent is still drawing
-    cases), then run its tasks in order, putting judged outcomes on `sink`, and None when done.
-    Once a worker is killed because normdiff is stopping, nothing more is put: those replies say
-    only that it was stopped."""
+    cases), then make its tasks' calls in order, putting each Called on `sink`, and None when done.
+    The collector judges them, so the worker computes the next call meanwhile (judging a reply took
+    as long as computing it: with the two in turn, the last worker left ran on one core). Once a
+    worker is killed because normdiff is stopping, nothing more is put: those replies say only that
+    it was stopped."""
     try:
         failed, hung = {}, {}
         for impl in impls:
@@ -287,23 +294,36 @@ def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: 
             if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
                 failed[impl.name] = reply
         for task in tasks_when_ready():
-            outcomes = run_task(worker, task, failed, hung, keep_calling)
+            called = call_task(worker, task, failed, hung, keep_calling)
             if worker.closed:
                 return
-            sink.put(outcomes)
+            sink.put(called)
     finally:
         sink.put(None)  # always: the collector waits for one None per worker
 
 
-def run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> list[Outcome]:
+@dataclass
+class Called:
+    """One task's call, made and not yet judged: the worker's reply, and the batch-invariance
+    verdicts of its checked cases (_batch_verdicts), or the exception normdiff's own checking raised."""
+
+    task: Task
+    reply: tuple
+    verdicts: dict[str, str] = field(default_factory=dict)
+    broken: Exception | None = None
+
+
+def call_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> Called:
+    """Make the task's call (and the batch-invariance calls it needs) on `worker`; judging is left
+    to `judge_called`, so that a run can judge one reply while the worker computes the next."""
     name = task.impl.name
     if name in failed:
-        return judge_task(task, failed[name])
+        return Called(task, failed[name])
     if name in hung and not keep_calling:
         # a hang is seldom a one-off: paying the full limit on every case would turn one bad
         # function into hours (66 cases x 60 s)
-        return judge_task(task, ("timeout", f"not run: the previous call hung on {hung[name]} (--keep-calling "
-                                             "runs every call)"))
+        return Called(task, ("timeout", f"not run: the previous call hung on {hung[name]} (--keep-calling "
+                                        "runs every call)"))
     first = task.cases[0]
     c = first.case
     if first.dy is not None:
@@ -312,16 +332,33 @@ def run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling:
         reply = worker.call(("call", task.impl, c.op, c.contract, _batched_inputs(task)))
     if reply[0] == "timeout":
         hung[name] = c.id
+    called = Called(task, reply)
+    # a mutant's rows are the contract's: whether they vary with the batch says nothing of it
+    checked = task.impl.kind != "mutant" and any(p.case.batch_check for p in task.cases)
+    if reply[0] == "ok" and first.dy is None and checked:
+        try:
+            called.verdicts = _batch_verdicts(task, reply[1], worker)
+        except Exception as exc:  # a bug of ours, or a reply too malformed to compare: judged as one
+            called.broken = exc
+    return called
+
+
+def judge_called(called: Called) -> list[Outcome]:
+    task = called.task
     try:
-        outcomes = judge_task(task, reply)
-        # a mutant's rows are the contract's: whether they vary with the batch says nothing of it
-        checked = task.impl.kind != "mutant" and any(p.case.batch_check for p in task.cases)
-        if reply[0] == "ok" and first.dy is None and checked:
-            _mark_batch_invariance(outcomes, task, reply[1], worker)
+        if called.broken is not None:
+            raise called.broken
+        outcomes = judge_task(task, called.reply)
+        _mark_batch_invariance(outcomes, task, called.verdicts)
         return outcomes
     except Exception as exc:  # a bug of ours in judging must cost these outcomes, not the run
         note = f"normdiff could not judge this output: {type(exc).__name__}: {exc}"
         return [Outcome(e.case, task.impl, judge.failure("error", note)) for p in task.cases for e in p.expected.values()]
+
+
+def run_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> list[Outcome]:
+    """One task, called and judged."""
+    return judge_called(call_task(worker, task, failed, hung, keep_calling))
 
 
 def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progress=None,
@@ -405,14 +442,14 @@ def _stop(workers: dict, threads: list, ready: threading.Event, tasks: dict, run
 
 
 def _drain(data: RunData, sink: queue.Queue) -> None:
-    """The outcomes finished before the stop that the collector had not taken yet."""
+    """The calls finished before the stop that the collector had not judged yet, judged."""
     while True:
         try:
             item = sink.get_nowait()
         except queue.Empty:
             return
         if item is not None:
-            data.outcomes += item
+            data.outcomes += judge_called(item)
 
 
 def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progress) -> None:
@@ -422,8 +459,13 @@ def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progr
         if item is None:
             producers -= 1
             continue
-        data.outcomes += item
-        finished += len(item)
+        try:
+            outcomes = judge_called(item)
+        except KeyboardInterrupt:  # stopped while judging it: _drain judges it with the rest
+            sink.put(item)
+            raise
+        data.outcomes += outcomes
+        finished += len(outcomes)
         if progress:
             progress(finished, total)
 
