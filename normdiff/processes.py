@@ -10,11 +10,15 @@ Three mechanisms, because each closes a hole the others leave:
   * `become_subreaper` (Linux PR_SET_CHILD_SUBREAPER): a process that escapes its group (setsid, a
     daemonizing double fork) is re-parented to the nearest subreaper instead of init, so
     `kill_descendants` still finds it in /proc.
-Elsewhere only the process-group kill applies. Pure: imports nothing from normdiff.
+Elsewhere only the process-group kill applies. `forked` computes one function in a forked child
+(the report's page beside its other files), under the same rules: it dies with normdiff and never
+outlives the block that started it. Pure: imports nothing from normdiff.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import pickle
 import signal
 import sys
 
@@ -160,3 +164,75 @@ def remove_orphaned(folder: str, prefix: str, suffix: str = "") -> None:
         pid = name[len(prefix):].partition("-")[0]
         if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def forked(fn, *args):
+    """Compute fn(*args) in a forked child while the caller goes on (the report's page and its plots
+    beside the CSV files: two cores instead of one). Yields `result()`, which waits for the child
+    and returns what fn returned, or raises what it raised.
+
+    Only on Linux, and only while no other thread runs: a fork copies the calling thread alone, and
+    a lock another thread held stays held in the child forever. Elsewhere fn runs in the caller, at
+    `result()`. The child takes the default action for SIGINT, SIGTERM and SIGHUP (it dies; the
+    parent says what happened), dies with the parent, writes nothing but its result to a pipe, and
+    never outlives the block: leaving it early (an exception, Ctrl-C) kills and reaps it."""
+    import threading
+
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork")) or threading.active_count() > 1:
+        yield lambda: fn(*args)
+        return
+    parent = os.getpid()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        _child(fn, args, read_end, write_end, parent)
+    os.close(write_end)
+    state = {"pid": pid}
+
+    def result():
+        with os.fdopen(read_end, "rb") as pipe:  # read to the end first: the child may fill the pipe
+            payload = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        state["pid"] = None
+        if not payload:
+            raise RuntimeError(f"the forked child computing {getattr(fn, '__name__', fn)} ended without a "
+                               f"result (wait status {status})")
+        ok, value = pickle.loads(payload)
+        if ok:
+            return value
+        raise value
+
+    try:
+        yield result
+    finally:
+        if state["pid"] is not None:
+            _kill(pid)
+            os.waitpid(pid, 0)
+            try:
+                os.close(read_end)
+            except OSError:
+                pass  # result() had opened and closed it
+
+
+def _child(fn, args, read_end: int, write_end: int, parent: int) -> None:
+    status = 1
+    try:
+        os.close(read_end)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        die_with_parent()
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            return
+        try:
+            payload = pickle.dumps((True, fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            try:
+                payload = pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # an exception that cannot be pickled: its text
+                payload = pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(payload)
+        status = 0
+    finally:
+        os._exit(status)  # no atexit handlers, no flushing the parent's copied buffers

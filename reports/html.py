@@ -62,7 +62,17 @@ details summary { cursor: pointer; color: #1d4ed8; margin: 6px 0; }
 def render_html(report, out_dir=None, plots_on: bool | None = None) -> str:
     """The page as text. Plots are drawn here (and written to OUT_DIR/plots/); `plots_on` False
     leaves them out (default: when matplotlib is installed)."""
-    page = markup.Page(out_dir, plots_on)
+    text, drawn = page_and_plots(report, plots_on)
+    if out_dir is not None:
+        for name, png in drawn.items():
+            markup.write_plot(out_dir, name, png)
+    return text
+
+
+def page_and_plots(report, plots_on: bool | None = None) -> tuple[str, dict[str, bytes]]:
+    """The page as text, and the PNG bytes of each plot it embeds, by name (for OUT_DIR/plots/):
+    nothing is written, so a forked child can compute them (reports/render.py)."""
+    page = markup.Page(plots_on)
     sections = [(view, view.html(report, report.view(view.name), page)) for view in VIEWS.values() if view.html]
     sections = [(view, text) for view, text in sections if text]
     meta = report.meta
@@ -82,4 +92,4 @@ def render_html(report, out_dir=None, plots_on: bool | None = None) -> str:
     title = f"normdiff report: {meta.get('suite', '')}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{markup.esc(title)}</title>"
-            f"<style>{CSS}</style></head><body><main>{body}</main></body></html>\n")
+            f"<style>{CSS}</style></head><body><main>{body}</main></body></html>\n"), page.drawn

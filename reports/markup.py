@@ -220,23 +220,23 @@ def table(frame: pd.DataFrame, uuid: str, styles: dict[str, object] | None = Non
 
 
 class Page:
-    """What a view's HTML section may draw into: figures, embedded as data URIs and also written to
-    OUT_DIR/plots/NAME.png. Plots receive data (reports/plots.py); without matplotlib, or when a
-    plot fails, the section shows a note instead and the page is still written."""
+    """What a view's HTML section may draw into: figures, embedded as data URIs (`drawn` keeps each
+    one's PNG bytes, which render_html writes to OUT_DIR/plots/NAME.png). Plots receive data
+    (reports/plots.py); without matplotlib, or when a plot fails, the section shows a note instead
+    and the page is still written."""
 
-    def __init__(self, out_dir=None, plots_on: bool | None = None):
+    def __init__(self, plots_on: bool | None = None):
         from normdiff.reports import plots
 
-        self.out_dir = out_dir
         self.on = plots.available() if plots_on is None else plots_on
         self.note = "" if self.on else "Plots are left out: matplotlib is not installed (pip install 'normdiff[plot]')."
         self.drawn: dict[str, bytes] = {}
 
     def figure(self, name: str, draw, data, alt: str, caption: str) -> str:
-        """<figure> of `draw(data, path)` (PNG bytes), or a note saying why there is none."""
+        """<figure> of `draw(data, None)` (PNG bytes), or a note saying why there is none."""
         if self.on and name not in self.drawn:
             try:
-                self.drawn[name] = draw(data, self._path(name))
+                self.drawn[name] = draw(data, None)
             except Exception as exc:  # a plot must never cost the report
                 self.note = f"Plots could not be drawn: {type(exc).__name__}: {exc}"
         png = self.drawn.get(name)
@@ -246,11 +246,13 @@ class Page:
         return (f'<figure><img src="{uri}" alt="{esc(alt)}">'
                 f"<figcaption>{esc(caption)} (also <code>plots/{esc(name)}.png</code>)</figcaption></figure>")
 
-    def _path(self, name: str):
-        if self.out_dir is None:
-            return None
-        from pathlib import Path
 
-        folder = Path(self.out_dir) / "plots"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"{name}.png"
+def write_plot(out_dir, name: str, png: bytes) -> None:
+    """A page's plot as OUT_DIR/plots/NAME.png."""
+    from pathlib import Path
+
+    from normdiff.files import atomic_write
+
+    folder = Path(out_dir) / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / f"{name}.png", png)

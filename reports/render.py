@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from normdiff import processes
 from normdiff.files import atomic_write
-from normdiff.reports import folder, html, junit
+from normdiff.reports import folder, html, junit, markup
 from normdiff.reports.markdown import summary_markdown
 from normdiff.reports.views import VIEWS
 from normdiff.reports.views.agreement import EXACT_SHARE, braces
@@ -25,13 +26,19 @@ def write(report, out_dir: str | os.PathLike) -> Path:
     (changes.csv of a compared run) go with the old folder, and files normdiff did not write stay."""
     out = Path(out_dir)
     with folder.staged(out, incomplete=report.meta.get("incomplete")) as stage:
-        for view in VIEWS.values():
-            for name, text in (view.files(report, report.view(view.name)) if view.files else {}).items():
-                atomic_write(stage / name, text)
-        atomic_write(stage / "summary.md", summary_markdown(report))
-        atomic_write(stage / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
-        atomic_write(stage / "junit.xml", junit.junit_xml(report))
-        atomic_write(stage / "report.html", html.render_html(report, stage))  # draws plots into plots/
+        # the page and its plots take as long as every other file together: a forked child draws
+        # them meanwhile (processes.forked says where it cannot, and then they are drawn here)
+        with processes.forked(html.page_and_plots, report) as page:
+            for view in VIEWS.values():
+                for name, text in (view.files(report, report.view(view.name)) if view.files else {}).items():
+                    atomic_write(stage / name, text)
+            atomic_write(stage / "summary.md", summary_markdown(report))
+            atomic_write(stage / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
+            atomic_write(stage / "junit.xml", junit.junit_xml(report))
+            text, drawn = page()
+        for name, png in drawn.items():
+            markup.write_plot(stage, name, png)
+        atomic_write(stage / "report.html", text)
     return out
 
 

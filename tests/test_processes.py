@@ -212,3 +212,91 @@ def test_die_with_parent_kills_a_child_when_its_parent_is_killed():
         assert wait_until_gone([grandchild]) == []
     finally:
         cleanup(proc, [grandchild])
+
+
+# ---- forked: a computation in a forked child --------------------------------------------------------
+# Run in a fresh interpreter: pytest-xdist's own threads make forked() compute in the caller.
+
+FORKED = """
+    import os, sys, threading, time
+    from normdiff import processes
+
+    def pid_and(value):
+        return os.getpid(), value
+
+    def fails():
+        raise ValueError("no page today")
+
+    def sleeps():
+        time.sleep(60)
+"""
+
+
+def run_script(body: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FORKED) + textwrap.dedent(body)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_forked_computes_in_another_process_and_returns_its_result():
+    child, value, caller = run_script("""
+        with processes.forked(pid_and, "page") as result:
+            pid, value = result()
+        print(pid, value, os.getpid())
+    """)
+    assert value == "page"
+    assert child != caller
+
+
+def test_forked_raises_what_the_child_raised():
+    (said,) = run_script("""
+        try:
+            with processes.forked(fails) as result:
+                result()
+        except ValueError as exc:
+            print(str(exc).replace(" ", "_"))
+    """)
+    assert said == "no_page_today"
+
+
+def test_forked_computes_in_the_caller_while_another_thread_runs():
+    # a fork copies the calling thread only: a lock the other thread holds would stay held forever
+    child, caller = run_script("""
+        stop = threading.Event()
+        threading.Thread(target=stop.wait).start()
+        with processes.forked(pid_and, 0) as result:
+            pid, _ = result()
+        stop.set()
+        print(pid, os.getpid())
+    """)
+    assert child == caller
+
+
+def test_leaving_the_block_early_kills_the_child():
+    pid, left = run_script("""
+        try:
+            with processes.forked(sleeps) as result:
+                (pid,) = processes.descendants(os.getpid())
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            print(pid, len(processes.descendants(os.getpid())))
+    """)
+    assert left == "0"
+    assert not alive(int(pid))
+
+
+def test_a_forked_child_dies_with_its_parent():
+    proc, pids = start("""
+        import os, time
+        from normdiff import processes
+        with processes.forked(time.sleep, 60) as result:
+            print(*processes.descendants(os.getpid()), flush=True)
+            result()
+    """)
+    try:
+        assert len(pids) == 1
+        proc.kill()  # SIGKILL: no handler, no finally
+        assert wait_until_gone(pids) == []
+    finally:
+        cleanup(proc, pids)
