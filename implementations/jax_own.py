@@ -1,9 +1,15 @@
 """Own JAX implementation: the same steps and cast points as numpy_own, in jax.numpy.
 
-Speed: XLA compiles every new (function, shapes, dtypes) in ~60-100 ms on CPU, so
+Speed: XLA compiles every new (function, shapes, dtypes) in ~60-100 ms on CPU (and even a
+persistent-cache hit costs ~25 ms of tracing, lowering and loading), so
   * one jitted function exists per distinct set of *static* knobs (the contract without eps and
     weight_offset, plus num_heads, which fixes the reshape); eps and the offset are traced scalars,
     so a new eps value never recompiles;
+  * one program serves every dtype: the operands enter as float32 (exact for bfloat16 and float16)
+    and the case's format is a traced index that selects each rounding (see `_round`), so float32,
+    bfloat16 and float16 cases of one shape share a program (the default suite needs 61 programs
+    instead of 170); outputs and gradients are cast back to the case dtype on the host (exact for
+    outputs, which hold values of that dtype; the one rounding of each gradient otherwise);
   * rows are padded up to a power of two, so batches of concatenated cases reuse few shapes;
   * the persistent compilation cache is on (see `enable_compile_cache`), so a fresh worker loads
     compiled code (~12-15 ms) instead of compiling it again.
@@ -42,6 +48,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -83,39 +90,52 @@ CACHE_DIR = enable_compile_cache()
 # >= 2p + 2 bits), which is also what NumPy and ml_dtypes compute.
 
 
-def _round(v, dtype):
-    """float32 `v` rounded to `dtype` (ties to even), kept as float32."""
-    if dtype == jnp.float32:
-        return v
-    return _rounded(v, dtype)
+# The formats a program can round to, by the traced index it takes (`format_index`).
+FORMATS = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+
+
+def format_index(dtype) -> np.int32:
+    return np.int32(FORMATS.index(np.dtype(dtype)))
+
+
+def _round(v, fmt):
+    """float32 `v` rounded to the format `fmt` indexes (ties to even), kept as float32."""
+    return _rounded(v, fmt)
 
 
 # The derivative of a rounding is taken as 1 (as autograd takes a .to(dtype)), and its cotangent is
-# rounded to `dtype` in turn: the transpose of the float32 -> dtype -> float32 round trip this
+# rounded to the format in turn: the transpose of the float32 -> dtype -> float32 round trip this
 # emulates, so every gradient flowing into a value the forward holds in `dtype` is a `dtype` value,
 # as in a pipeline that stores that value in `dtype`. Without this rule JAX would differentiate the
 # steps of `_cast` itself, which goes wrong in float16 in two ways: reduce_precision's transpose
 # flushes subnormal cotangents to zero (measured: 230-580 fp16 ulp errors in dx and dw with dy ~ 1e-4,
 # the "tiny" gradient regime, on the Llama-cast conventions), and jnp.round's derivative is zero, so
 # an element whose forward value is a float16 subnormal would pass no gradient at all. The forward
-# value is unchanged: custom_vjp only replaces the derivative.
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _rounded(v, dtype):
-    return _cast(v, dtype)
+# value is unchanged: custom_vjp only replaces the derivative. The format index gets no cotangent.
+@jax.custom_vjp
+def _rounded(v, fmt):
+    return _cast(v, fmt)
 
 
-def _rounded_fwd(v, dtype):
-    return _cast(v, dtype), None
+def _rounded_fwd(v, fmt):
+    return _cast(v, fmt), fmt
 
 
-def _rounded_bwd(dtype, _, ct):
-    return (_cast(ct, dtype),)
+def _rounded_bwd(fmt, ct):
+    return _cast(ct, fmt), None
 
 
 _rounded.defvjp(_rounded_fwd, _rounded_bwd)
 
 
-def _cast(v, dtype):
+def _cast(v, fmt):
+    """`v` rounded to each format, the one `fmt` indexes selected: a select, not control flow, so
+    XLA fuses it into the surrounding elementwise code as it fused the one rounding of a program per
+    dtype (the outputs are bit-identical to those programs')."""
+    return lax.select_n(fmt, v, *(_cast_to(v, dtype) for dtype in FORMATS[1:]))
+
+
+def _cast_to(v, dtype):
     fi = jnp.finfo(dtype)
     r = lax.reduce_precision(v, exponent_bits=fi.nexp, mantissa_bits=fi.nmant)
     if fi.nexp < 8:  # reduce_precision flushes float16 subnormals to zero: round those by hand
@@ -129,10 +149,10 @@ def _act(z, kind: str):
     return z * sig if kind == "silu" else sig
 
 
-def _inverse_scale(xs, c: Contract, dtype, eps):
+def _inverse_scale(xs, c: Contract, fmt, eps):
     """1 / (the denominator), float32, one value per normalised span (the denominator itself for
     the inverted contract)."""
-    inverse = _reciprocal_denominator(xs, c, dtype, eps)
+    inverse = _reciprocal_denominator(xs, c, fmt, eps)
     return 1.0 / inverse if c.inverted else inverse
 
 
@@ -152,13 +172,13 @@ def _mean(xs, rnd, n):
     return rnd(rnd(xs.sum(-1, keepdims=True)) / n)
 
 
-def _reciprocal_denominator(xs, c: Contract, dtype, eps):
+def _reciprocal_denominator(xs, c: Contract, fmt, eps):
     eps = _scaled_eps(xs, c, eps)
     low = c.stats_dtype == "input"
-    rnd = functools.partial(_round, dtype=dtype if low else jnp.float32)
+    rnd = functools.partial(_round, fmt=fmt) if low else (lambda v: v)
 
-    def count(k):  # k in the statistics dtype (numpy_own's xs.dtype.type(k)), as a float32 constant
-        return np.float32(np.asarray(k, dtype if low else np.float32))
+    def count(k):  # k in the statistics dtype (numpy_own's xs.dtype.type(k)), as float32
+        return rnd(np.float32(k))
 
     xs = rnd(xs)
     width = xs.shape[-1]
@@ -180,63 +200,60 @@ def _reciprocal_denominator(xs, c: Contract, dtype, eps):
     return 1.0 / jnp.sqrt(stat)  # "none": a zero span gives NaN, as the buggy code does
 
 
-def _scale(w, c: Contract, dtype, offset_f32, offset_in):
+def _scale(w, c: Contract, fmt, offset_f32, offset_in):
     """offset + w (w float32), in float32 or (the mutant) rounded to the input dtype."""
     if c.offset_dtype == "input":
-        return _round(w + offset_in, dtype)
+        return _round(w + offset_in, fmt)
     return w + offset_f32
 
 
-def _rope(q, positions, dtype, *, heads: int, theta: float):
-    """q (rows, H * D) float32 holding values of `dtype`; returns the same, rotated in `dtype`."""
+def _rope(q, positions, fmt, *, heads: int, theta: float):
+    """q (rows, H * D) float32 holding values of the format; returns the same, rotated in it."""
     rows, width = q.shape
     dim = width // heads
     inv = inverse_frequencies(dim, theta)
     angles = positions.astype(_F32)[:, None] * inv[None, :]  # one float32 rounding
     emb = jnp.concatenate([angles, angles], axis=-1)[:, None, :]
-    cos, sin = _round(jnp.cos(emb), dtype), _round(jnp.sin(emb), dtype)
+    cos, sin = _round(jnp.cos(emb), fmt), _round(jnp.sin(emb), fmt)
     h = q.reshape(rows, heads, dim)
     half = dim // 2
     rotated_half = jnp.concatenate([-h[..., half:], h[..., :half]], axis=-1)
-    out = _round(_round(h * cos, dtype) + _round(rotated_half * sin, dtype), dtype)
+    out = _round(_round(h * cos, fmt) + _round(rotated_half * sin, fmt), fmt)
     return out.reshape(rows, width)
 
 
-def _forward(arrays, eps, offset_f32, offset_in, *, c: Contract, heads: int, rope_heads: int = 0):
+def _forward(arrays, eps, offset_f32, offset_in, fmt, *, c: Contract, heads: int, rope_heads: int = 0):
+    """The op on float32 operands holding values of the format `fmt` indexes; its results are
+    float32 holding values of that format."""
     x = arrays["x"]
-    dtype = x.dtype
     if "residual" in arrays:  # add_rms_norm: (y, residual_out)
-        return _add_norm(arrays, eps, offset_f32, offset_in, c, heads)
+        return _add_norm(arrays, eps, offset_f32, offset_in, fmt, c, heads)
     if c.op == "qk_norm_rope":
-        turn = functools.partial(_rope, positions=arrays["positions"], dtype=dtype, heads=rope_heads,
+        turn = functools.partial(_rope, positions=arrays["positions"], fmt=fmt, heads=rope_heads,
                                  theta=c.rope_theta)
         if c.rope_order == "rope_then_norm":
-            rotated = turn(x.astype(_F32)).astype(dtype)  # exact: values of dtype held in float32
-            return _norm(dict(arrays, x=rotated), eps, offset_f32, offset_in, c, heads)
-        y = _norm(arrays, eps, offset_f32, offset_in, c, heads)
-        return turn(y.astype(_F32)).astype(dtype)
-    return _norm(arrays, eps, offset_f32, offset_in, c, heads)
+            return _norm(dict(arrays, x=turn(x)), eps, offset_f32, offset_in, fmt, c, heads)
+        return turn(_norm(arrays, eps, offset_f32, offset_in, fmt, c, heads))
+    return _norm(arrays, eps, offset_f32, offset_in, fmt, c, heads)
 
 
-def _add_norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int):
+def _add_norm(arrays, eps, offset_f32, offset_in, fmt, c: Contract, heads: int):
     """numpy_own.add_norm: h = x + residual; residual_out = h rounded once to the input dtype (to
     nearest, or truncated toward zero); the norm of h rounded to the input dtype (residual_dtype
     "input") or of the float32 sum ("float32"); residual_order "after_norm" (a bug): y = norm(x) +
     residual in float32, rounded once. Returns (y, residual_out), both in the input dtype."""
     x, r = arrays["x"], arrays["residual"]
-    dtype = x.dtype
     rest = {k: v for k, v in arrays.items() if k not in ("x", "residual")}
-    s = x.astype(_F32) + r.astype(_F32)
+    s = x + r
     # numpy_own sums in float64, which JAX (x64 off) has not: the float32 sum's exact error
     # (Knuth's TwoSum, exact in float32 arithmetic) tells which way nearest rounded
-    err = _two_sum_error(x.astype(_F32), r.astype(_F32), s)
-    out = _round(s, dtype) if c.residual_rounding != "truncate" else _truncated(s, err, dtype)
+    err = _two_sum_error(x, r, s)
+    out = _round(s, fmt) if c.residual_rounding != "truncate" else _truncated(s, err, fmt)
     if c.residual_order == "after_norm":
-        # the norm's output rounded to the dtype explicitly: XLA may drop a bf16 -> f32 convert pair
-        y = _round(_norm({"x": x, **rest}, eps, offset_f32, offset_in, c, heads).astype(_F32), dtype)
-        return (y + r.astype(_F32)).astype(dtype), out.astype(dtype)
+        y = _norm({"x": x, **rest}, eps, offset_f32, offset_in, fmt, c, heads)
+        return _round(y + r, fmt), out
     normed = s if c.residual_dtype == "float32" else out
-    return _norm({"x": normed, **rest}, eps, offset_f32, offset_in, c, heads, dtype), out.astype(dtype)
+    return _norm({"x": normed, **rest}, eps, offset_f32, offset_in, fmt, c, heads), out
 
 
 def _two_sum_error(a, b, s):
@@ -245,38 +262,41 @@ def _two_sum_error(a, b, s):
     return (a - (s - bb)) + (b - bb)
 
 
-# The truncation's derivative is the rounding's (the identity, the cotangent rounded to `dtype`),
+# The truncation's derivative is the rounding's (the identity, the cotangent rounded to the format),
 # as torch_own's straight-through truncation: only the forward value steps toward zero.
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def _truncated(s, err, dtype):
-    return _truncate(s, err, dtype)
+@jax.custom_vjp
+def _truncated(s, err, fmt):
+    return _truncate(s, err, fmt)
 
 
-def _truncated_fwd(s, err, dtype):
-    return _truncate(s, err, dtype), None
+def _truncated_fwd(s, err, fmt):
+    return _truncate(s, err, fmt), fmt
 
 
-def _truncated_bwd(dtype, _, ct):
-    return _cast(ct, dtype) if dtype != _F32 else ct, jnp.zeros_like(ct)
+def _truncated_bwd(fmt, ct):
+    return _cast(ct, fmt), jnp.zeros_like(ct), None
 
 
 _truncated.defvjp(_truncated_fwd, _truncated_bwd)
 
 
-def _truncate(s, err, dtype):
-    """The exact sum s + err (float32 s, its float32 error) in `dtype`, truncated toward zero, held
-    in float32: round to nearest, then one step back toward zero where that went away from it
+def _truncate(s, err, fmt):
+    """The exact sum s + err (float32 s, its float32 error) in the format, truncated toward zero,
+    held in float32: round to nearest, then one step back toward zero where that went away from it
     (numpy_own._to_dtype; the magnitude's bits - 1 for bf16 / fp16, nextafter toward 0 for float32)."""
-    near = _round(s, dtype)
+    near = _round(s, fmt)
     beyond = (near - s) - err  # near - (s + err): exact where its sign matters
     away = ((near > 0) & (beyond > 0)) | ((near < 0) & (beyond < 0))  # |near| > |exact|; never at 0
-    if dtype == _F32:
-        stepped = jnp.nextafter(near, jnp.zeros_like(near))
-    else:
-        low = near.astype(dtype)
-        bits = lax.bitcast_convert_type(low, jnp.uint16)
-        stepped = lax.bitcast_convert_type(bits - jnp.uint16(1), dtype).astype(_F32)
+    stepped = lax.select_n(fmt, jnp.nextafter(near, jnp.zeros_like(near)),
+                           *(_step_toward_zero(near, dtype) for dtype in FORMATS[1:]))
     return jnp.where(away, stepped, near)
+
+
+def _step_toward_zero(near, dtype):
+    """`near` (float32 holding a value of the 16-bit `dtype`) one step toward zero in `dtype`:
+    its magnitude's bits - 1 (garbage where `near` is not of `dtype`: the select drops it)."""
+    bits = lax.bitcast_convert_type(near.astype(dtype), jnp.uint16)
+    return lax.bitcast_convert_type(bits - jnp.uint16(1), dtype).astype(_F32)
 
 
 def _tiled(v, width: int):
@@ -284,34 +304,33 @@ def _tiled(v, width: int):
     return v if v.shape[-1] == width else jnp.tile(v, width // v.shape[-1])
 
 
-def _norm(arrays, eps, offset_f32, offset_in, c: Contract, heads: int, dtype=None):
-    """The norm of arrays["x"], its rounding points in `dtype` (default x's: a fused add's float32
-    sum is normalised into the case dtype)."""
+def _norm(arrays, eps, offset_f32, offset_in, fmt, c: Contract, heads: int):
+    """The norm of arrays["x"] (float32), its rounding points in the format `fmt` indexes (a fused
+    add's float32 sum is normalised into the case's format too)."""
     x = arrays["x"]
-    dtype = dtype or x.dtype
-    xf = x.astype(_F32)
-    gate = _act(arrays["gate"].astype(_F32), c.gate_activation) if "gate" in arrays else None
+    xf = x
+    gate = _act(arrays["gate"], c.gate_activation) if "gate" in arrays else None
     if gate is not None and c.gate_order == "gate_then_norm":
         xf = xf * gate
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
-    inverse = _inverse_scale(spans, c, dtype, eps)
+    inverse = _inverse_scale(spans, c, fmt, eps)
     if c.centre:  # LayerNorm: the centred x (the float32 mean) over the denominator
         spans = spans - _mean(spans, lambda v: v, np.float32(spans.shape[-1]))
     y = (spans * inverse).reshape(xf.shape)
-    bias = _tiled(arrays["bias"].astype(_F32), x.shape[-1]) if "bias" in arrays else None
+    bias = _tiled(arrays["bias"], x.shape[-1]) if "bias" in arrays else None
     if bias is not None and "weight" in arrays and c.bias_order == "before_scale":
         y = y + bias
     if "weight" in arrays:
-        scale = _scale(_tiled(arrays["weight"].astype(_F32), x.shape[-1]), c, dtype, offset_f32, offset_in)
+        scale = _scale(_tiled(arrays["weight"], x.shape[-1]), c, fmt, offset_f32, offset_in)
         if c.cast == "llama":  # round the normalised value first, multiply in the input dtype
-            y = _round(_round(scale, dtype) * _round(y, dtype), dtype)
+            y = _round(_round(scale, fmt) * _round(y, fmt), fmt)
         else:
             y = y * scale
     if bias is not None and (c.bias_order == "after_scale" or "weight" not in arrays):
         y = y + bias
     if gate is not None and c.gate_order == "norm_then_gate":
         y = y * gate
-    return y.astype(dtype)
+    return _round(y, fmt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,17 +380,18 @@ def _pad(a: np.ndarray, rows: int) -> np.ndarray:
 
 
 def _operands(inputs: CaseInputs, n: int, rows: int, pad) -> dict[str, np.ndarray]:
-    """The arrays as `_forward` takes them: x and the gate as (rows, width), padded by `pad`; the
-    weight and the bias as they are; positions flat int32 (padded with zeros), checked."""
+    """The arrays as `_forward` takes them, the float ones in float32 (exact): x, the residual and
+    the gate as (rows, width), padded by `pad`; the weight and the bias as they are; positions flat
+    int32 (padded with zeros), checked."""
     a = inputs.arrays
-    x = np.asarray(a["x"])
-    arrays = {"x": pad(x.reshape(n, x.shape[-1]), rows)}
-    for name in ("residual", "gate"):  # per row, like x
+    width = np.shape(a["x"])[-1]
+    arrays = {}
+    for name in ("x", "residual", "gate"):  # per row
         if name in a:
-            arrays[name] = pad(np.asarray(a[name]).reshape(n, x.shape[-1]), rows)
+            arrays[name] = pad(_float32(a[name]).reshape(n, width), rows)
     for name in ("weight", "bias"):  # per case: as they are
         if name in a:
-            arrays[name] = np.asarray(a[name])
+            arrays[name] = _float32(a[name])
     if "positions" in a:
         positions = np.asarray(a["positions"]).reshape(-1)
         if positions.shape[0] != n:
@@ -382,11 +402,16 @@ def _operands(inputs: CaseInputs, n: int, rows: int, pad) -> dict[str, np.ndarra
     return arrays
 
 
+def _float32(a) -> np.ndarray:
+    return np.asarray(a).astype(np.float32, copy=False)
+
+
 def _scalars(contract: Contract, dtype) -> tuple:
     # the offset twice: rounded once to float32 and once to the input dtype (held in float32), as
-    # numpy_own's _F32(offset) and weight.dtype.type(offset) do
+    # numpy_own's _F32(offset) and weight.dtype.type(offset) do; then the format's index
     offset = contract.weight_offset
-    return np.float32(contract.eps), np.float32(offset), np.float32(np.asarray(offset, dtype))
+    return (np.float32(contract.eps), np.float32(offset), np.float32(np.asarray(offset, dtype)),
+            format_index(dtype))
 
 
 def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -401,8 +426,8 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[n
     arrays = _operands(inputs, n, rows, _pad)
     out = jitted(contract, inputs.num_heads)(arrays, *_scalars(contract, dtype))
 
-    def kept(v):  # a writable copy, padding dropped
-        return np.array(np.asarray(v)[:n]).reshape(x.shape)
+    def kept(v):  # in the case dtype (exact: the program's float32 holds values of it), padding dropped
+        return np.asarray(v)[:n].astype(dtype).reshape(x.shape)
     return tuple(kept(v) for v in out) if several else kept(out)
 
 
@@ -412,12 +437,13 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[n
 # (positions are integers: no gradient). Compiled once per static key, like the forward, and per
 # shape and dtype; rows are padded to a power of two as in `run`, so different batch sizes share programs.
 #
-# What JAX's differentiation gives, dtype by dtype: every gradient in its operand's dtype (the
-# case dtype): dx, dw and dgate come back from the float32 computation through the transpose of
-# the forward's `.astype(float32)`, i.e. rounded once to the case dtype (float32: no rounding). A
-# per-head weight tiled across the row gets the transpose of jnp.tile: its gradient summed over
-# the heads (in float32, before that rounding). The forward's roundings to the input dtype
-# (`_round`: the Llama cast, RoPE's products) round the cotangent in turn (see `_rounded`).
+# What the gradients are, dtype by dtype: each in its operand's dtype (the case dtype). dx, dw and
+# dgate come out of the float32 computation and are rounded once to the case dtype on the host (as a
+# pipeline holding the operand in that dtype would round the transpose of its `.astype(float32)`;
+# float32: no rounding). A per-head weight tiled across the row gets the transpose of jnp.tile: its
+# gradient summed over the heads (in float32, before that rounding). The forward's roundings to the
+# input dtype (`_round`: the Llama cast, RoPE's products, the output) round the cotangent in turn
+# (see `_rounded`).
 #
 # Why the padding cannot change dw (or anything kept): rows are independent, so padded rows only
 # reach the weight's gradient, a sum over rows of (the cotangent at the weight's product) x (the
@@ -436,14 +462,15 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[n
 _JITTED_BACKWARD: dict[tuple, object] = {}
 
 
-def _backward(arrays, dy, eps, offset_f32, offset_in, *, c: Contract, heads: int, rope_heads: int = 0):
+def _backward(arrays, dy, eps, offset_f32, offset_in, fmt, *, c: Contract, heads: int, rope_heads: int = 0):
     """J^T dy of `_forward` with respect to its float operands: {"x", "residual", "weight", "gate",
-    "bias"}; dy is the cotangent of `_forward`'s output (a fused add's: the tuple (dy, dresidual_out))."""
+    "bias"}, in float32; dy is the cotangent of `_forward`'s output (a fused add's: the tuple (dy,
+    dresidual_out))."""
     floats = {k: v for k, v in arrays.items() if jnp.issubdtype(v.dtype, jnp.floating)}
     ints = {k: v for k, v in arrays.items() if k not in floats}  # positions
 
     def forward(f):
-        return _forward({**f, **ints}, eps, offset_f32, offset_in, c=c, heads=heads, rope_heads=rope_heads)
+        return _forward({**f, **ints}, eps, offset_f32, offset_in, fmt, c=c, heads=heads, rope_heads=rope_heads)
 
     _, pull = jax.vjp(forward, floats)
     return pull(dy)[0]
@@ -500,9 +527,9 @@ def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, n
     rows = padded_rows(n)  # n = 0 works too: one padded row, dw = 0
     arrays = _operands(inputs, n, rows, pad_nonzero)
     if "gate" in arrays:
-        arrays["gate"] = _pad_ones(np.asarray(a["gate"]).reshape(n, width), rows)
+        arrays["gate"] = _pad_ones(_float32(a["gate"]).reshape(n, width), rows)
     order = ("y", "residual_out") if several else ("y",)  # the forward's results, in order
-    cotangents = tuple(_pad(np.asarray(upstream[name]).reshape(n, width), rows) for name in order)
+    cotangents = tuple(_pad(_float32(upstream[name]).reshape(n, width), rows) for name in order)
     grads = jitted_backward(contract, inputs.num_heads)(
         arrays, cotangents if several else cotangents[0], *_scalars(contract, dtype))
     out = {}
@@ -510,5 +537,6 @@ def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, n
         if name in grads:
             g = np.asarray(grads[name])
             per_case = name in ("weight", "bias")  # not padded: shaped as given
-            out[name] = np.array(g) if per_case else np.array(g[:n]).reshape(x.shape)
+            # the one rounding of each gradient to its operand's (the case's) dtype
+            out[name] = g.astype(dtype) if per_case else g[:n].astype(dtype).reshape(x.shape)
     return out

@@ -323,17 +323,17 @@ def test_leading_dims_are_rows(jax_own):
 # ---- rounding helper ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", (ml_dtypes.bfloat16, np.float16))
+@pytest.mark.parametrize("dtype", (ml_dtypes.bfloat16, np.float16, np.float32))
 def test_round_matches_a_cast(dtype, jax_own):
     """_round must be the cast, subnormals, overflow and ties included (reduce_precision alone
-    flushes float16 subnormals to zero)."""
+    flushes float16 subnormals to zero); to float32, the identity, NaN payloads included."""
     rng = np.random.default_rng(0)
     bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
     edges = [65504, 65519.99, 65520, 2.9802322e-08, 2.9802326e-08, 6.1035156e-05, -0.0, np.inf,
              -np.inf, np.nan]
     tiny = (rng.standard_normal(200_000) * 1e-5).astype(np.float32)  # float16 subnormals
     v = np.concatenate([bits.view(np.float32), tiny, np.float32(edges)])
-    got = np.asarray(jax.jit(lambda a: jax_own._round(a, dtype))(v))
+    got = np.asarray(jax.jit(jax_own._round)(v, jax_own.format_index(dtype)))
     with np.errstate(over="ignore", invalid="ignore"):
         want = v.astype(dtype).astype(np.float32)
     assert same_bits(got, want).all()
@@ -342,7 +342,7 @@ def test_round_matches_a_cast(dtype, jax_own):
 # ---- compiled code reuse ----------------------------------------------------------------------
 
 
-def test_new_eps_and_rows_reuse_the_compiled_function(jax_own):
+def test_new_eps_rows_and_dtypes_reuse_the_compiled_function(jax_own):
     compiles = []
 
     def listener(event, duration, **kwargs):
@@ -355,10 +355,11 @@ def test_new_eps_and_rows_reuse_the_compiled_function(jax_own):
     n_functions, n_shapes = len(jax_own._JITTED), jax_own.jitted(contract, 1)._cache_size()
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
-        for rows, eps in ((7, 1e-5), (8, 1e-6), (6, 3e-7)):  # all pad to 8 rows
-            inputs = Case.of("rms_norm", "llama", "float32", f"{rows}x40").inputs()
+        # all pad to the same rows; the format is a traced argument, so every dtype shares the program
+        for rows, eps, dtype in ((7, 1e-5, "float32"), (8, 1e-6, "bfloat16"), (6, 3e-7, "float16")):
+            inputs = Case.of("rms_norm", "llama", dtype, f"{rows}x40").inputs()
             out = jax_own.run("rms_norm", contract.replace(eps=eps), inputs)
-            assert out.shape == (rows, 40)
+            assert out.shape == (rows, 40) and out.dtype == inputs.arrays["x"].dtype
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     assert compiles == []
