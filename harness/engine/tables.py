@@ -85,17 +85,20 @@ def pairs_frame(outcomes) -> pd.DataFrame:
     rows = []
     for case_id, outs in by_case.items():
         fmt = get_format(outs[0].case.dtype)
+        outs = sorted(outs, key=lambda o: o.impl.name)
+        keys = [_bits_key(o) for o in outs]
+        floats: dict[int, tuple[np.ndarray, bool]] = {}  # each output as float64 once, for all its pairs
         # many implementations return the same bits: each pair of distinct outputs is measured once
         measured: dict[tuple, tuple[dict, bool]] = {}
-        for a, b in itertools.combinations(sorted(outs, key=lambda o: o.impl.name), 2):
-            if _same_bits(a, b):  # most pairs in bf16/fp16: no arithmetic needed
+        for (i, a), (j, b) in itertools.combinations(enumerate(outs), 2):
+            if keys[i] and keys[i] == keys[j]:  # most pairs in bf16/fp16: no arithmetic needed
                 rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
                              "identical": True, "identical_elements": 1.0, "max_ulp": 0.0, "agree": True})
                 continue
-            key = (_bits_key(a), _bits_key(b))
+            key = (keys[i], keys[j])
             found = measured.get(key) if all(key) else None
             if found is None:
-                found = measured[key] = _distance(a, b, fmt)
+                found = measured[key] = _distance(_as_float64(floats, i, a), _as_float64(floats, j, b), fmt, a.floor)
             row, same_nonfinite = found
             rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name, **row,
                          "agree": same_nonfinite and row["max_ulp"] <= a.measurement.tolerance_ulp})
@@ -103,22 +106,29 @@ def pairs_frame(outcomes) -> pd.DataFrame:
                                        "max_ulp", "agree"])
 
 
-def _distance(a, b, fmt) -> tuple[dict, bool]:
-    """A pair's columns, and whether their NaN/Inf patterns are the same."""
-    x, y = a.output.astype(np.float64), b.output.astype(np.float64)
-    dist, same_nonfinite = ulp_distance(x, y, fmt, a.floor)
-    return {"identical": bool(np.array_equal(x, y, equal_nan=True)),
-            "identical_elements": float(np.mean((x == y) | (np.isnan(x) & np.isnan(y)))),
-            "max_ulp": dist}, same_nonfinite
+def _as_float64(floats: dict, index: int, o) -> tuple[np.ndarray, bool]:
+    """Outcome `o`'s output as float64, and whether it holds a NaN (kept in `floats` by `index`)."""
+    if index not in floats:
+        x = o.output.astype(np.float64)
+        floats[index] = x, bool(np.isnan(x).any())
+    return floats[index]
+
+
+def _distance(a: tuple[np.ndarray, bool], b: tuple[np.ndarray, bool], fmt, floor) -> tuple[dict, bool]:
+    """A pair's columns, and whether their NaN/Inf patterns are the same. `a` and `b`: the two
+    outputs as float64, and whether each holds a NaN."""
+    (x, x_nan), (y, y_nan) = a, b
+    dist, same_nonfinite = ulp_distance(x, y, fmt, floor)  # (first: it refuses outputs of two shapes)
+    equal = x == y
+    if x_nan and y_nan:  # a NaN where both have one counts as equal (np.array_equal's equal_nan)
+        equal |= np.isnan(x) & np.isnan(y)
+    return {"identical": bool(equal.all()), "identical_elements": float(np.mean(equal)), "max_ulp": dist}, \
+        same_nonfinite
 
 
 def _bits_key(o) -> tuple:
     """What makes two outputs of one case the same bits ("" digest: unknown, never shared)."""
     return (o.measurement.output_digest, o.output.dtype.str, o.output.shape) if o.measurement.output_digest else ()
-
-
-def _same_bits(a, b) -> bool:
-    return bool(_bits_key(a)) and _bits_key(a) == _bits_key(b)
 
 
 # ---- known findings ---------------------------------------------------------------------------

@@ -31,6 +31,28 @@ def test_fp16_subnormal_spacing_is_constant():
     assert fmt.ulp(np.array([1e-7, 3e-6, 0.0])).tolist() == [2.0**-24] * 3
 
 
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "float16", "float64"])
+def test_ulp_is_frexps_definition_bit_for_bit(name):
+    """ulp() reads the exponent from the float64 bits; it must equal the definition by frexp and
+    ldexp everywhere: zeros, float64 and format subnormals, binade edges, Inf and NaN, scalars."""
+    fmt = get_format(name)
+
+    def by_frexp(values):
+        mag = np.abs(np.asarray(values, dtype=np.float64))
+        exp = np.frexp(mag)[1]
+        return np.ldexp(1.0, np.where(mag == 0, fmt.min_exponent, np.maximum(exp - 1, fmt.min_exponent))
+                        - fmt.mantissa_bits)
+
+    edges = np.ldexp(1.0, np.arange(-1074, 1024))
+    values = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf), -edges,
+                             np.random.default_rng(0).integers(0, 2**64, 10000, dtype=np.uint64).view(np.float64),
+                             [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324]])
+    assert fmt.ulp(values).view(np.uint64).tolist() == by_frexp(values).view(np.uint64).tolist()
+    for scalar in (0.0, 1.5, 1e-40, np.inf, np.nan):
+        got, want = fmt.ulp(scalar), by_frexp(scalar)
+        assert type(got) is type(want) and np.float64(got).view(np.uint64) == np.float64(want).view(np.uint64)
+
+
 def test_aliases_and_errors():
     assert get_format("bf16").np_dtype == np.dtype(ml_dtypes.bfloat16)
     assert format_of(np.zeros(2, np.float16)).name == "float16"

@@ -217,3 +217,23 @@ def test_a_bit_identical_output_is_judged_once_per_reference_and_arguments(monke
     assert judge(nudge(REF, 3), ref, BF16, 4.0).outcome == "agree" and len(measured) == 3
     wide = judge(nudge(REF, 3).astype(np.float32), ref, BF16, 2.0)
     assert wide.output_dtype == "float32" and len(measured) == 4
+
+
+@pytest.mark.parametrize("size", [100, 2048, 8192, 40000])
+def test_quantiles_are_the_partition_of_the_whole_array_bit_for_bit(size):
+    """_quantiles partitions only the elements a sample brackets each rank with: it must return
+    exactly what a partition of every element returns, on ties, signed zeros, NaN and Inf too."""
+    from normdiff.harness.engine.judge import _quantiles
+    draw = np.random.default_rng(size)
+    normal = draw.standard_normal(size)
+    arrays = {
+        "normal": normal, "ties": np.round(normal * 3) / 3, "sorted": np.sort(normal), "reversed": np.sort(normal)[::-1],
+        "zeros": np.where(draw.random(size) < 0.6, draw.choice([0.0, -0.0], size), normal),
+        "nonfinite": np.where(draw.random(size) < 0.02, draw.choice([np.nan, np.inf, -np.inf], size), normal),
+        "rows": np.tile(normal[:64], size // 64 + 1)[:size] * np.repeat(draw.random(size // 64 + 1), 64)[:size]}
+    for name, values in arrays.items():
+        for qs in ([0.99], [0.01, 0.5, 0.99]):
+            ks = [min(size - 1, round(q * (size - 1))) for q in qs]
+            want = np.partition(values, ks)[ks]
+            got = np.array(_quantiles(values.copy(), qs))
+            assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist(), (name, qs)
