@@ -1,8 +1,8 @@
 """`report.html`: one self-contained page (inline CSS, plots as base64 data URIs, no scripts, no
 external fonts) with every view's HTML section in report order (reports/views/).
 
-Tables need jinja2 (pandas' Styler); without it they fall back to plain `DataFrame.to_html`. Plots
-need matplotlib; without it the page is still written, with a note where the plots would be.
+Tables are written by markup.table (no jinja2 needed). Plots need matplotlib; without it the page is
+still written, with a note where the plots would be.
 """
 from __future__ import annotations
 

@@ -22,17 +22,20 @@ from __future__ import annotations
 import platform
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 
 from normdiff.clock import utc_now
 from normdiff.harness.data.outcomes import NOT_RUN, PASSING
-from normdiff.harness.engine.tables import explained, ranked
+from normdiff.harness.engine.tables import ranked
 from normdiff.reports import messages
 from normdiff.reports.views.mutants import KILLS
 
 BODY_ROWS = 50  # failing cases listed in one failure's body
+# the columns read here besides the messages' own (messages.COLUMNS)
+EXTRA = ("op", "convention", "kind", "framework", "seconds", "regime", "known_finding")
 
 
 _UNCARRIED = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -46,10 +49,8 @@ def _clean(text) -> str:
     return _UNCARRIED.sub("", str(text))
 
 
-def _seconds(rows: pd.DataFrame) -> float:
-    if "seconds" not in rows:
-        return 0.0
-    return float(np.nansum(pd.to_numeric(rows["seconds"], errors="coerce").to_numpy(dtype=float)))
+def _seconds(rows: list[dict]) -> float:
+    return float(np.nansum(np.array([r.get("seconds", np.nan) for r in rows], dtype=float)))
 
 
 def _time(value: float) -> str:
@@ -58,24 +59,30 @@ def _time(value: float) -> str:
 
 def testcases(results: pd.DataFrame) -> list[dict]:
     """The test cases as dicts: implementation, kind, framework, classname, name, status
-    ('passed', 'failed', 'skipped'), message, body, out (system-out), time, cases."""
+    ('passed', 'failed', 'skipped'), message, body, out (system-out), time, cases.
+
+    The table's rows are read once, as plain dicts (messages.records) grouped by test case: a
+    test case's few rows are cheaper to walk in Python than to filter as a DataFrame each time."""
     out = []
     if results.empty:
         return out
-    keys = ["implementation", "op", "convention"]
+    results = results[[c for c in messages.COLUMNS + EXTRA if c in results]]
     asked = results[results["outcome"].astype(str) != "unsupported"]  # unimplemented pairs are no test
-    worst_first = {key: rows for key, rows in ranked(asked).groupby(keys, sort=False, observed=True)}
-    for (impl, op, convention), rows in asked.groupby(keys, sort=True, observed=True):
-        outcomes = rows["outcome"].astype(str)
-        kind = str(rows["kind"].iloc[0])
-        case = {"implementation": impl, "kind": kind, "framework": str(rows["framework"].iloc[0]),
+    if "seconds" in asked:
+        asked = asked.assign(seconds=pd.to_numeric(asked["seconds"], errors="coerce"))
+    worst_first = _by_test(messages.records(ranked(asked), EXTRA))
+    for key, rows in sorted(_by_test(messages.records(asked, EXTRA)).items()):
+        impl, op, convention = key
+        outcomes = [str(r["outcome"]) for r in rows]
+        kind = str(rows[0]["kind"])
+        case = {"implementation": impl, "kind": kind, "framework": str(rows[0]["framework"]),
                 "classname": f"normdiff.{impl}", "name": f"{op}@{convention}", "status": "passed",
                 "message": "", "body": "", "out": "", "time": _seconds(rows),
-                "cases": int((~outcomes.isin(NOT_RUN)).sum())}
-        ran = worst_first.get((impl, op, convention))
-        if ran is None or ran.empty:
-            unavailable = rows[outcomes == "unavailable"]
-            reason = str(unavailable["detail"].iloc[0]) if len(unavailable) else "nothing to run"
+                "cases": sum(o not in NOT_RUN for o in outcomes)}
+        ran = worst_first.get(key)
+        if not ran:
+            unavailable = [r for r, o in zip(rows, outcomes) if o == "unavailable"]
+            reason = str(unavailable[0]["detail"]) if unavailable else "nothing to run"
             case.update(status="skipped", message=reason or "unavailable")
         elif kind == "mutant":
             _mutant(case, ran, op, convention)
@@ -85,49 +92,68 @@ def testcases(results: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _implementation(case: dict, ran: pd.DataFrame, op: str, convention: str) -> None:
+def _by_test(records: list[dict]) -> dict[tuple, list[dict]]:
+    """Rows by test case (implementation, op, convention), each test case's in table order."""
+    tests: dict[tuple, list[dict]] = {}
+    for r in records:
+        tests.setdefault((r["implementation"], r["op"], r["convention"]), []).append(r)
+    return tests
+
+
+def _explained(row: dict) -> bool:
+    """Whether a known finding explains the row (engine.tables.explained, for one row)."""
+    finding = row.get("known_finding")
+    return not (finding is None or finding != finding) and str(finding) != ""
+
+
+def _counts(rows: list[dict]) -> str:
+    """'3 agree, 1 disagree': how many rows had each outcome, outcomes in alphabetical order."""
+    return ", ".join(f"{n} {o}" for o, n in sorted(Counter(str(r["outcome"]) for r in rows).items()))
+
+
+def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> None:
     """`ran`: the rows that ran, worst first (engine.tables.ranked)."""
-    failing = ~ran["outcome"].isin(PASSING)
-    known = explained(ran)
-    bad = ran[failing & ~known]
-    accepted = ran[failing & known]
-    notes = [f"{len(ran)} case(s) of {op}@{convention} ran: "
-             + ", ".join(f"{n} {o}" for o, n in ran["outcome"].astype(str).value_counts().sort_index().items())]
-    if len(accepted):
+    failing = [r for r in ran if str(r["outcome"]) not in PASSING]
+    bad = [r for r in failing if not _explained(r)]
+    accepted = [r for r in failing if _explained(r)]
+    notes = [f"{len(ran)} case(s) of {op}@{convention} ran: " + _counts(ran)]
+    if accepted:
         notes.append(f"{len(accepted)} case(s) explained by a known finding (not failures):")
-        notes += [messages.message(r) + f"\n  known finding: {r['known_finding']}" for _, r in accepted.iterrows()]
-    if len(ran) and not len(bad):
-        notes.append(f"worst case: {messages.headline(ran.iloc[0])}")
+        notes += [messages.message(r) + f"\n  known finding: {r['known_finding']}" for r in accepted]
+    if not bad:
+        notes.append(f"worst case: {messages.headline(ran[0])}")
     case["out"] = "\n".join(notes)
-    if bad.empty:
+    if not bad:
         return
-    top = bad.iloc[0]
+    top = bad[0]
     case["status"] = "failed"
     case["type"] = str(top["outcome"])
     case["message"] = (f"{len(bad)} of {len(ran)} case(s) of {op}@{convention} outside the budget; worst "
                        + "; ".join(line.strip() for line in messages.message(top, limit=200).split("\n")))
-    lines = [messages.message(r) for _, r in bad.head(BODY_ROWS).iterrows()]
+    lines = [messages.message(r) for r in bad[:BODY_ROWS]]
     if len(bad) > BODY_ROWS:
         lines.append(f"... and {len(bad) - BODY_ROWS} more failing cases (results.csv)")
     case["body"] = "\n".join(lines)
 
 
-def _mutant(case: dict, ran: pd.DataFrame, op: str, convention: str) -> None:
-    killed = ran["outcome"].isin(KILLS)
-    by_regime = ran.assign(killed=killed).groupby("regime")["killed"].any()
-    exposing = ", ".join(sorted(by_regime[by_regime].index))
-    invisible = ", ".join(sorted(by_regime[~by_regime].index))
-    if killed.any():
-        top = ran[killed].sort_values("rel_l2", ascending=False, kind="stable").iloc[0]
-        case["out"] = (f"caught by {int(killed.sum())} of {len(ran)} cases of {op}@{convention}; exposing regimes: "
+def _mutant(case: dict, ran: list[dict], op: str, convention: str) -> None:
+    killed = [r for r in ran if str(r["outcome"]) in KILLS]
+    caught: dict[str, bool] = {}  # regime -> whether a case in it kills the mutant
+    for r in ran:
+        caught[r["regime"]] = caught.get(r["regime"], False) or str(r["outcome"]) in KILLS
+    exposing = ", ".join(sorted(regime for regime, kills in caught.items() if kills))
+    invisible = ", ".join(sorted(regime for regime, kills in caught.items() if not kills))
+    if killed:
+        # the largest rel_l2, the first of equals, NaN last: what a stable descending sort puts first
+        top = max(killed, key=lambda r: (r["rel_l2"] == r["rel_l2"], r["rel_l2"]))
+        case["out"] = (f"caught by {len(killed)} of {len(ran)} cases of {op}@{convention}; exposing regimes: "
                        f"{exposing}; invisible in: {invisible or 'none'}\nworst exposing case:\n{messages.message(top)}")
         return
     case["status"] = "failed"
     case["type"] = "missed"
     case["message"] = (f"mutant {case['implementation']} missed: none of the {len(ran)} cases of {op}@{convention} "
                        "catches it (the harness went blind to this bug)")
-    case["body"] = f"regimes run: {invisible}\noutcomes: " + ", ".join(
-        f"{n} {o}" for o, n in ran["outcome"].astype(str).value_counts().sort_index().items())
+    case["body"] = f"regimes run: {invisible}\noutcomes: " + _counts(ran)
 
 
 def junit_xml(report) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import html as _html
-import importlib.util
 import re
 
 import pandas as pd
@@ -174,49 +173,42 @@ def kv_table(rows) -> str:
     return f'<div class="scroll"><table class="data kv">{body}</table></div>'
 
 
-def _has_styler() -> bool:
-    return importlib.util.find_spec("jinja2") is not None
-
-
 def table(frame: pd.DataFrame, uuid: str, styles: dict[str, object] | None = None,
           html_columns: tuple[str, ...] = (), classes: dict[str, str] | None = None,
           formats: dict[str, object] | None = None, index: bool = False, extra_class: str = "",
           na_rep: str = "") -> str:
-    """A table through pandas' Styler: values HTML-escaped except `html_columns` (already HTML),
-    `styles` maps a column to a function value -> CSS, `classes` a column to a td class,
-    `formats` a column to a formatter. Without jinja2: plain DataFrame.to_html, no colours."""
+    """A table (id T_<uuid>) of `frame`: each value as its column's formatter (`formats`, else
+    `number`) writes it and escaped (esc), except in `html_columns` (already HTML); NA values
+    show `na_rep`; headers and row labels (`index`) are escaped too. `styles` maps a column to a
+    function value -> CSS for its cells, `classes` a column to a td class.
+
+    Written out here rather than by pandas' Styler, whose templates took longer than the rest of
+    the page for its ~70 tables; the markup is Styler's, less its per-cell ids (styles inline)."""
+    formats, styles, classes = formats or {}, styles or {}, classes or {}
+    columns = [_column(frame.iloc[:, j].tolist(), name in html_columns, formats.get(name), styles.get(name),
+                       classes.get(name), na_rep)
+               for j, name in enumerate(frame.columns)]
+    labels = [[f"<th>{esc(label)}</th>" for label in frame.index]] if index else []
+    head = ("<th>&nbsp;</th>" if index else "") + "".join(f"<th>{esc(name)}</th>" for name in frame.columns)
+    body = "".join(f"<tr>{''.join(cells)}</tr>\n" for cells in zip(*labels, *columns))
     table_class = f"data {extra_class}".strip()
-    if not _has_styler():
-        shown = frame.copy()
-        for column, fn in (formats or {}).items():
-            shown[column] = shown[column].map(fn)
-        for column in shown.columns:
-            if column not in html_columns:
-                shown[column] = shown[column].map(lambda v: esc(number(v)))
-        shown.columns = [esc(c) for c in shown.columns]  # headers and index labels are names too
-        shown.index = [esc(i) for i in shown.index]
-        return ('<div class="scroll">' + shown.to_html(index=index, escape=False, classes=table_class, border=0,
-                                                        na_rep=na_rep) + "</div>")
-    styler = (frame.style.set_uuid(uuid).set_table_attributes(f'class="{table_class}"')
-              .format_index(printable, escape="html", axis=0).format_index(printable, escape="html", axis=1))
-    if not index:
-        styler = styler.hide(axis="index")
-    plain = [c for c in frame.columns if c not in html_columns]
-    if plain:
-        styler = styler.format(lambda v: printable(number(v)), subset=plain, escape="html", na_rep=na_rep)
-    for column, fn in (formats or {}).items():
-        styler = styler.format(fn, subset=[column], escape=None if column in html_columns else "html",
-                               na_rep=na_rep)
-    for column, fn in (styles or {}).items():
-        if column in frame.columns:
-            styler = styler.map(lambda v, fn=fn: fn(v) or "", subset=[column])
-    if classes:
-        td = pd.DataFrame("", index=frame.index, columns=frame.columns)
-        for column, cls in classes.items():
-            if column in td.columns:
-                td[column] = cls
-        styler = styler.set_td_classes(td)
-    return f'<div class="scroll">{styler.to_html()}</div>'
+    return (f'<div class="scroll"><table id="T_{esc(uuid)}" class="{table_class}">\n'
+            f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table></div>")
+
+
+def _column(values: list, is_html: bool, fmt, style, td_class: str | None, na_rep: str) -> list[str]:
+    """One column's <td> cells (see table)."""
+    opening = f'<td class="data {td_class}"' if td_class else '<td class="data"'
+    cells = []
+    for value in values:
+        if pd.isna(value) is True:
+            text = na_rep
+        else:
+            text = fmt(value) if fmt else (value if is_html else number(value))
+        css = style(value) if style else ""
+        styled = f' style="{_html.escape(css)}"' if css else ""
+        cells.append(f"{opening}{styled}>{text if is_html else esc(text)}</td>")
+    return cells
 
 
 class Page:

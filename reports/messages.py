@@ -11,6 +11,18 @@ from normdiff.harness.engine.tables import repro_command
 from normdiff.text import number
 
 
+# the columns of a row that figures, headline, detail and message read
+COLUMNS = ("case_id", "implementation", "outcome", "max_ulp", "tolerance_ulp", "rel_l2", "nan_count", "inf_count",
+           "detail", "repro")
+
+
+def records(rows, extra: tuple[str, ...] = ()) -> list[dict]:
+    """The rows of a results table as dicts of COLUMNS (and `extra`) that it has: what this module
+    reads, got far more cheaply than by DataFrame.iterrows (a Series per row of every column)."""
+    columns = [c for c in COLUMNS + tuple(extra) if c in rows]
+    return [dict(zip(columns, values)) for values in zip(*(rows[c].tolist() for c in columns))]
+
+
 def _get(row, key, default=None):
     try:
         value = row.get(key, default)

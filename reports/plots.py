@@ -3,8 +3,15 @@
 Plots receive data, never a harness to run: the views (reports/views/) and `normdiff explain`
 compute what is drawn and hand it over. Each plot returns its PNG bytes and also writes them to
 `path` when one is given.
+
+Figures are drawn on an Agg canvas without pyplot (nothing global to close). The report's plots
+have no layout engine: constrained layout measures every tick label several times and makes
+savefig draw the figure twice; `_place` measures each axes' labels once and sizes the figure
+around them.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -14,22 +21,29 @@ from normdiff.harness.data.errors import UsageError
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
 
 
-def _pyplot():
+def _figure(figsize=None, dpi=None):
+    """A figure on its own Agg canvas."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError:
         raise UsageError("plots need matplotlib: pip install 'normdiff[plot]'") from None
-    return plt
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _colormap(name: str):
+    import matplotlib
+
+    return matplotlib.colormaps[name]
 
 
 def plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
     """A bug's error against the input regime: `sweep` ({label: (input rms values, rel_l2 values)})
     for bugs that tiny inputs expose, otherwise `per_regime` (regime -> (worst rel_l2, caught))."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig = _figure((7, 4.2), 110)
+    ax = fig.add_subplot()
     if sweep:
         for label, (scales, errors) in sweep.items():
             ax.loglog(scales, errors, marker="o", label=label)
@@ -47,12 +61,15 @@ def plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
         ax.set_xlabel("worst relative L2 error in the regime (red: caught, green: invisible)")
     ax.set_title(title)
     fig.tight_layout()
-    return _finish(fig, plt, path)
+    return _finish(fig, path)
 
 
 # ---- the report's plots (embedded in report.html and written to DIR/plots/) --------------------
 
 REPORT_DPI = 100
+EDGE = 0.1  # inches of white around everything a report plot draws
+GAP = 0.3  # inches between the labels of one box and the next
+CELL = 0.2  # inches per implementation on the heat maps' sides (a 7-point label per row)
 
 
 def available() -> bool:
@@ -66,20 +83,19 @@ def regime_errors(table, path=None):
     """`table`: regime x implementation, the worst max_ulp / tolerance_ulp (views/errors.py), drawn
     on a log scale: above the line at 1 is outside the budget. One marker set per implementation,
     dodged sideways so that equal values stay visible."""
-    import pandas as pd
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(12, 4.6), dpi=REPORT_DPI, layout="constrained")
+    fig = _figure(dpi=REPORT_DPI)
+    ax = fig.add_axes((0, 0, 1, 1))  # placed once its labels are measured
     if table is None or table.empty:
         ax.text(0.5, 0.5, "no judged outputs", ha="center", va="center", transform=ax.transAxes)
-        return _finish(fig, plt, path)
+        _place(fig, [(ax, 9.0, 3.4)])
+        return _finish(fig, path)
     regimes = list(table.index)
     names = list(table.columns)
-    cmap = plt.get_cmap("tab20")
+    cmap = _colormap("tab20")
     markers = "osD^v<>pPX*h"
     width = 0.6
     for i, name in enumerate(names):
-        x = pd.Series(range(len(regimes)), dtype=float) + (i - (len(names) - 1) / 2) * width / max(len(names), 1)
+        x = np.arange(len(regimes), dtype=float) + (i - (len(names) - 1) / 2) * width / max(len(names), 1)
         y = table[name].to_numpy()
         ax.plot(x, y, linestyle="none", marker=markers[i % len(markers)], markersize=5,
                 color=cmap(i % 20), label=name)
@@ -101,21 +117,21 @@ def regime_errors(table, path=None):
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(axis="y", which="major", alpha=0.3)
-    fig.legend(fontsize=7, ncol=1, loc="outside right upper", frameon=False)
-    return _finish(fig, plt, path)
+    _place(fig, [(ax, 9.0, 3.4)], legend={"fontsize": 7, "frameon": False})
+    return _finish(fig, path)
 
 
 def agreement_heatmap(matrices, path=None):
     """`matrices`: (agree, identical), the pairwise matrices (views/agreement.py), as heat maps:
     share of shared cases on which two implementations agree within the budget, and on which they
     are bit-identical."""
-    plt = _pyplot()
     agree, identical = matrices
     panels = [("agree within the ULP budget", agree), ("bit-identical outputs", identical)]
     n = max((len(m) for _, m in panels), default=0)
-    side = min(max(4.0, 0.42 * n + 1.6), 9.0)
-    fig, axes = plt.subplots(1, 2, figsize=(2 * side + 2.0, side), dpi=REPORT_DPI, layout="constrained")
-    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#e5e7eb")  # grey: a pair that shares no case
+    side = min(max(3.0, CELL * n), 7.0)  # each panel's square, inches
+    fig = _figure(dpi=REPORT_DPI)
+    axes = [fig.add_axes((0, 0, 1, 1)) for _ in panels]  # placed once their labels are measured
+    cmap = _colormap("RdYlGn").with_extremes(bad="#e5e7eb")  # grey: a pair that shares no case
     image = None
     for ax, (title, matrix) in zip(axes, panels):
         ax.set_title(f"share of shared cases: {title}", fontsize=10)
@@ -134,9 +150,13 @@ def agreement_heatmap(matrices, path=None):
                 if v == v:  # not NaN (a pair that shares no case)
                     ax.text(j, i, f"{v:.0%}" if v < 1 else "all", ha="center", va="center", fontsize=6,
                             color="white" if v < 0.2 or v > 0.85 else "black")
+    boxes = [(ax, side, side) for ax in axes]
     if image is not None:
-        fig.colorbar(image, ax=list(axes), shrink=0.8, format=lambda v, _: f"{v:.0%}")
-    return _finish(fig, plt, path)
+        bar = fig.add_axes((0, 0, 1, 1))
+        fig.colorbar(image, cax=bar, format=lambda v, _: f"{v:.0%}")
+        boxes.append((bar, 0.2, 0.8 * side))
+    _place(fig, boxes)
+    return _finish(fig, path)
 
 
 def _cells(values):
@@ -145,14 +165,66 @@ def _cells(values):
             yield (i, j), values[i, j]
 
 
-def _finish(fig, plt, path) -> bytes:
-    """PNG bytes of the figure (also written to `path` when given); closes the figure. The figures
-    lay themselves out (constrained layout), so one draw makes the PNG; light compression keeps it fast."""
+def _place(fig, boxes, legend: dict | None = None) -> None:
+    """Set `boxes` ((axes, frame width, frame height), inches) left to right, their frames centred
+    on one line, each with room for what it draws around its frame (tick labels, axis labels,
+    title); then, top-aligned, a figure legend of the style `legend` when given; and size the
+    figure to fit. Each axes is measured once, at its frame size (where it sits does not matter)."""
+    renderer = fig.canvas.get_renderer()
+    reach = []
+    for ax, width, height in boxes:
+        around_w, around_h = width + 2 * EDGE, height + 2 * EDGE
+        fig.set_size_inches(around_w, around_h)
+        ax.set_position((EDGE / around_w, EDGE / around_h, width / around_w, height / around_h))
+        reach.append(_reach(ax, renderer, fig.dpi))
+    below, above = max(r[1] for r in reach), max(r[3] for r in reach)
+    tallest = max(height for _, _, height in boxes)
+    fig_height = EDGE + below + tallest + above + EDGE
+    places, end = [], EDGE - GAP  # end: where the last box's labels end, inches
+    for (ax, width, height), (left, _, right, _) in zip(boxes, reach):
+        x = end + GAP + left
+        places.append((ax, x, EDGE + below + (tallest - height) / 2, width, height))
+        end = x + width + right
+    if legend is not None:
+        legend, legend_width = _legend(fig, renderer, fig_height - 2 * EDGE, legend)
+        legend_left, end = end + GAP, end + GAP + legend_width
+    fig_width = end + EDGE
+    fig.set_size_inches(fig_width, fig_height)
+    for ax, x, y, width, height in places:
+        ax.set_position((x / fig_width, y / fig_height, width / fig_width, height / fig_height))
+    if legend is not None:
+        legend.set_bbox_to_anchor((legend_left / fig_width, 1 - EDGE / fig_height), transform=fig.transFigure)
+
+
+def _reach(ax, renderer, dpi: float) -> tuple[float, float, float, float]:
+    """How far (inches) what `ax` draws reaches beyond its frame: left, below, right, above."""
+    frame = ax.get_window_extent(renderer)
+    drawn = ax.get_tightbbox(renderer)
+    return (max(frame.x0 - drawn.x0, 0.0) / dpi, max(frame.y0 - drawn.y0, 0.0) / dpi,
+            max(drawn.x1 - frame.x1, 0.0) / dpi, max(drawn.y1 - frame.y1, 0.0) / dpi)
+
+
+def _legend(fig, renderer, height: float, style: dict):
+    """A figure legend of every labelled artist, in as few columns as keep it within `height`
+    inches (a legend lays itself out once, so a taller one is made again); and its width."""
+    dpi = fig.dpi
+    columns = 1
+    while True:
+        legend = fig.legend(ncols=columns, loc="upper left", borderaxespad=0, **style)
+        box = legend.get_window_extent(renderer)
+        if box.height / dpi <= height or columns >= len(legend.get_texts()):
+            return legend, box.width / dpi
+        legend.remove()
+        columns = max(columns + 1, math.ceil(columns * box.height / dpi / height))
+
+
+def _finish(fig, path) -> bytes:
+    """PNG bytes of the figure (also written to `path` when given). One draw makes the PNG; light
+    compression keeps it fast."""
     import io
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 3})
-    plt.close(fig)
     data = buf.getvalue()
     if path is not None:
         atomic_write(path, data)

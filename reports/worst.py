@@ -37,10 +37,10 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
         return None
     try:
         case = Case.from_id(case_id)
-        inputs = case.inputs()
         fmt = get_format(case.dtype)
         # the case's own output as the run judged it: y, a fused add's residual_out, or a gradient
-        ref = prepare(case, [case]).ref
+        prepared = prepare(case, [case])
+        ref, inputs = prepared.ref, prepared.inputs
         exact = ref.exact
         out = np.asarray(out).astype(np.float64)
         if out.shape != exact.shape:

@@ -55,7 +55,7 @@ def groups(pairs: pd.DataFrame, names: list[str], value: str = "agree", share: f
 def report_groups(report, value: str = "agree", dtype: str | None = None, share: float = 1.0) -> list[list[str]]:
     """The groups among a report's implementations that ran (mutants are each their own group by
     design; the kill summary speaks for them), over the cases of `dtype` when given."""
-    results = report.results
+    results = report.results[["implementation", "outcome", "kind", "dtype"]]  # not the table's forty columns
     ran = results[~results["outcome"].isin(NOT_RUN) & (results["kind"] != "mutant")]
     pairs = report.pairs
     if dtype is not None:
@@ -115,7 +115,7 @@ def _html(report, data, page) -> str:
         styles = {c: markup.shade for c in matrix.columns}
         formats = {c: (lambda v: "" if v != v else f"{v:.0%}") for c in matrix.columns}
         parts.append(f"<details><summary>Matrix as numbers: share of shared cases on which two implementations "
-                     f"{title}</summary>" + markup.table(matrix.copy(), f"matrix_{value}", styles=styles,
+                     f"{title}</summary>" + markup.table(matrix, f"matrix_{value}", styles=styles,
                                                          formats=formats, index=True) + "</details>")
     return "".join(parts)
 

@@ -37,24 +37,39 @@ def divergence(cases) -> pd.DataFrame:
         for c in cases:
             if c.op == op:
                 inputs.setdefault(c.id.split("/", 1)[1], c)
-        for (ma, names_a), (mb, names_b) in itertools.combinations(families.items(), 2):
-            rows += _compare(op, ma, names_a, mb, names_b, inputs.values())
+        distances = _distances(list(families), inputs.values())
+        for (ma, mb), per_regime in distances.items():
+            rows += _rows(op, ma, families[ma], mb, families[mb], per_regime)
     return pd.DataFrame(rows, columns=["op", "conventions_a", "conventions_b", "knobs", "regime", "cases",
                                        "max_rel_l2", "median_rel_l2"])
 
 
-def _compare(op, ma, names_a, mb, names_b, cases) -> list[dict]:
-    knobs = ", ".join(f"{k}: {getattr(ma, k)!r} vs {getattr(mb, k)!r}" for k in ma.knobs() if getattr(ma, k) != getattr(mb, k))
-    per_regime: dict[str, list[float]] = {}
+def _distances(maths: list, cases) -> dict:
+    """(maths a, maths b) -> regime -> the relative L2 distance of the two on each case, for each
+    pair of `maths`. Each case's inputs are drawn, and each maths evaluated on them, once for all
+    the pairs."""
+    pairs = list(itertools.combinations(maths, 2))
+    per_pair: dict = {pair: {} for pair in pairs}
+    if not pairs:
+        return per_pair
     for case in cases:
         arrays = case.inputs().arrays  # a per-head weight is tiled where a contract spans the vector
         with np.errstate(all="ignore"):
-            a = oracle.evaluate(ma, arrays, case.num_heads)
-            b = oracle.evaluate(mb, arrays, case.num_heads)
-        ok = np.isfinite(a) & np.isfinite(b)
-        norm = np.sqrt(np.sum(np.where(ok, a, 0.0) ** 2))
-        diff = np.sqrt(np.sum(np.where(ok, a - b, 0.0) ** 2))
-        per_regime.setdefault(case.regime, []).append(diff / norm if norm else diff)
+            exact = {m: oracle.evaluate(m, arrays, case.num_heads) for m in maths}
+        for a, b in pairs:
+            per_pair[a, b].setdefault(case.regime, []).append(_distance(exact[a], exact[b]))
+    return per_pair
+
+
+def _distance(a, b) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    norm = np.sqrt(np.sum(np.where(ok, a, 0.0) ** 2))
+    diff = np.sqrt(np.sum(np.where(ok, a - b, 0.0) ** 2))
+    return diff / norm if norm else diff
+
+
+def _rows(op, ma, names_a, mb, names_b, per_regime: dict[str, list[float]]) -> list[dict]:
+    knobs = ", ".join(f"{k}: {getattr(ma, k)!r} vs {getattr(mb, k)!r}" for k in ma.knobs() if getattr(ma, k) != getattr(mb, k))
     return [{"op": op, "conventions_a": ", ".join(names_a), "conventions_b": ", ".join(names_b), "knobs": knobs,
              "regime": regime, "cases": len(vals), "max_rel_l2": float(np.max(vals)),
              "median_rel_l2": float(np.median(vals))} for regime, vals in sorted(per_regime.items())]

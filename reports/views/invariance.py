@@ -18,6 +18,9 @@ def derive(report) -> pd.DataFrame | None:
     results = report.results
     if results.empty or "layout" not in results:
         return None
+    # only the columns read below: every filter would copy the table's forty
+    results = results[[c for c in ("implementation", "outcome", "kind", "case_id", "layout", "batch_invariant")
+                       if c in results]]
     ran = results[~results["outcome"].isin(NOT_RUN) & (results["kind"] != "mutant")]
     laid = ran[ran["layout"].astype(str) != "contiguous"]
     checked = ran[ran["batch_invariant"].fillna("").astype(str) != ""] if "batch_invariant" in ran else ran.iloc[:0]

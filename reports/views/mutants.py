@@ -15,14 +15,18 @@ KILLS = DISAGREEING
 TYPICAL = "normal"
 
 
-def mutant_rows(results: pd.DataFrame) -> pd.DataFrame:
+def mutant_rows(results: pd.DataFrame, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The mutants' rows that ran, with `killed`; only `columns` (those a caller reads: the table
+    has some forty, and every filter copies them all) when given."""
+    if columns is not None:
+        results = results[[c for c in ("kind", "outcome") + columns if c in results]]
     rows = results[(results["kind"] == "mutant") & ~results["outcome"].isin(NOT_RUN)]
     return rows.assign(killed=rows["outcome"].isin(KILLS))
 
 
 def kill_matrix(results: pd.DataFrame) -> pd.DataFrame:
     """Cases x mutants: the outcome of each mutant on each case it ran (empty where it did not)."""
-    rows = mutant_rows(results)
+    rows = mutant_rows(results, ("case_id", "implementation"))
     if rows.empty:
         return pd.DataFrame()
     return rows.pivot(index="case_id", columns="implementation", values="outcome").astype("object").fillna("")
@@ -31,7 +35,8 @@ def kill_matrix(results: pd.DataFrame) -> pd.DataFrame:
 def kill_summary(results: pd.DataFrame) -> pd.DataFrame:
     """One row per mutant: how many cases catch it, in which regimes it hides, its error on typical
     inputs against its error where it is exposed, and how plausible it looks on typical inputs."""
-    rows = mutant_rows(results)
+    rows = mutant_rows(results, ("implementation", "pass", "op", "convention", "regime", "case_id", "rel_l2",
+                                 "cosine", "rms_ratio", "nan_count", "assert_close"))
     out = []
     for name, group in rows.groupby("implementation", sort=True):
         by_regime = group.groupby("regime")["killed"].any()

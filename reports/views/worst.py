@@ -17,11 +17,12 @@ def row_frame(rows: pd.DataFrame, replays: dict | None = None) -> pd.DataFrame:
     figures as every failure message words them, and the detail (with any known finding)."""
     known = rows["known_finding"].fillna("").astype(str) if "known_finding" in rows else pd.Series("", index=rows.index)
     outcome = rows["outcome"].astype(str)
-    detail = [messages.detail(r) for _, r in rows.iterrows()]
+    records = messages.records(rows)
+    detail = [messages.detail(r) for r in records]
     frame = pd.DataFrame({
         markup.CASE_COLUMN: [markup.case_cell(c, i, replays) for c, i in zip(rows["case_id"], rows["implementation"])],
         "outcome": [f"{o} (known finding)" if k else o for o, k in zip(outcome, known)],
-        "error": [messages.figures(r) for _, r in rows.iterrows()],
+        "error": [messages.figures(r) for r in records],
         "detail": [(k + (" " + d if d else "")) if k else d for k, d in zip(known, detail)],
     })
     if not frame["detail"].astype(bool).any():
@@ -40,10 +41,10 @@ def _side_by_side(report, rows: pd.DataFrame) -> str:
         return (f'<p class="muted">Side-by-side of <code>{markup.esc(case_id)}</code>: this run did not keep its '
                 f"output; replay it with {markup.code(repro_command(case_id, name, report.meta.get('replay')))}</p>")
     worst_col = [c for c in frame.columns if c.endswith("worst")]
-    shown = frame.astype(object)
-    for label in shown.index:  # values to 8 digits (a float32 needs them), the error to 3
-        spec = ".3g" if label.startswith("ulps") else ".8g"
-        shown.loc[label] = [format(v, spec) for v in frame.loc[label]]  # NaN shows as nan
+    # values to 8 digits (a float32 needs them), the error to 3; NaN shows as nan
+    specs = [".3g" if label.startswith("ulps") else ".8g" for label in frame.index]
+    shown = pd.DataFrame([[format(v, spec) for v in values] for spec, values in zip(specs, frame.to_numpy().tolist())],
+                         index=frame.index, columns=frame.columns)
     styles = {c: (lambda v: "background-color: #fdf0c4") for c in worst_col}
     attrs = {k: markup.esc(v) for k, v in frame.attrs.items()}
     caption = (f"<p>Side-by-side, <code>{markup.esc(case_id)}</code>, row {attrs['row']} ({attrs['dtype']}); "

@@ -7,6 +7,7 @@ replaced (no second run): every view derives afresh from the renamed tables.
 import dataclasses
 import html as _html
 import re
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -266,7 +267,7 @@ def test_report_html_shows_the_names_as_text(hostile):
 
 
 def test_report_html_without_jinja2_escapes_headers_too(hostile, monkeypatch):
-    monkeypatch.setattr(markup, "_has_styler", lambda: False)
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # as if it were not installed
     check_page(html.render_html(hostile, plots_on=False))  # the agreement matrix is indexed by names
 
 
