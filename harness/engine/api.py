@@ -67,7 +67,7 @@ def _tables(suite: Suite, implementations: list[Implementation], data: runner.Ru
             "replay": tables.replays(implementations), "budgets": budget_table(), "versions": provenance.versions(),
             "git_revision": provenance.git_revision()}
     outputs = tables.keep_outputs(data.outcomes, results, keep_outputs)
-    return RunTables(results, tables.pairs_frame(data.outcomes), meta, outputs, suite.cases)
+    return RunTables(results, tables.pairs_frame(data.outcomes, data.pairs), meta, outputs, suite.cases)
 
 
 def _import_tables() -> None:

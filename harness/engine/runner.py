@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +32,7 @@ from normdiff.harness.data.budgets import (budget_for, gradient_budget, gradient
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import ROW
 from normdiff.harness.data.outcomes import PASSING
-from normdiff.harness.engine import judge
+from normdiff.harness.engine import judge, pairs
 from normdiff.harness.engine import oracle
 from normdiff.harness.engine.pool import Worker
 from normdiff.harness.engine.vjp import vjp
@@ -91,6 +91,9 @@ class RunData:
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
     planned: int = 0  # the outcomes the run set out to produce (fewer are there when it was stopped)
+    # the pairs table's rows, measured while the run was collected (None: to be measured from the
+    # outcomes, as after a stop or a sharded run)
+    pairs: list[dict] | None = None
 
 
 def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | None = None) -> Prepared:
@@ -404,7 +407,10 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         ready.set()
         if meanwhile:
             meanwhile()
-        _collect(data, sink, len(threads), data.planned - len(data.outcomes), progress)
+        pairing = pairs.Pairing(Counter(e.case.id for ts in tasks.values() for t in ts for p in t.cases
+                                        for e in p.expected.values()))
+        _collect(data, sink, len(threads), data.planned - len(data.outcomes), progress, pairing)
+        data.pairs = pairing.rows
     except KeyboardInterrupt as exc:
         stop = as_interrupted(exc)
         _stop(workers, threads, ready, tasks, runnable)
@@ -452,7 +458,9 @@ def _drain(data: RunData, sink: queue.Queue) -> None:
             data.outcomes += judge_called(item)
 
 
-def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progress) -> None:
+def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progress, pairing) -> None:
+    """Judge each Called as it arrives (and measure the pairs of each case it completes) until every
+    worker's thread has said it is done."""
     finished = 0
     while producers:
         item = sink.get()
@@ -465,6 +473,7 @@ def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progr
             sink.put(item)
             raise
         data.outcomes += outcomes
+        pairing.add(outcomes)
         finished += len(outcomes)
         if progress:
             progress(finished, total)

@@ -14,19 +14,16 @@ Imports pandas: the engine's api imports this module only once the workers are c
 """
 from __future__ import annotations
 
-import itertools
 import re
 import shlex
-from collections import defaultdict
 
 import numpy as np
 import pandas as pd
 
-from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.findings import KNOWN, Finding
 from normdiff.harness.data.ops import OPS
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
-from normdiff.harness.engine.judge import ulp_distance
+from normdiff.harness.engine import pairs
 
 # results.csv columns naming the regimes of the ops' chosen operands (weights, gate), in the op
 # records' order: after "regime", before "seed"
@@ -75,60 +72,12 @@ def results_frame(outcomes) -> pd.DataFrame:
     return frame
 
 
-def pairs_frame(outcomes) -> pd.DataFrame:
-    """Pairwise distances between implementations' outputs on each case they both answered.
-    Mutants are left out: each is its own group by design, and the kill matrix speaks for them."""
-    by_case = defaultdict(list)
-    for o in outcomes:
-        if o.output is not None and o.measurement.outcome not in NOT_RUN and o.impl.kind != "mutant":
-            by_case[o.case.id].append(o)
-    rows = []
-    for case_id, outs in by_case.items():
-        fmt = get_format(outs[0].case.dtype)
-        outs = sorted(outs, key=lambda o: o.impl.name)
-        keys = [_bits_key(o) for o in outs]
-        floats: dict[int, tuple[np.ndarray, bool]] = {}  # each output as float64 once, for all its pairs
-        # many implementations return the same bits: each pair of distinct outputs is measured once
-        measured: dict[tuple, tuple[dict, bool]] = {}
-        for (i, a), (j, b) in itertools.combinations(enumerate(outs), 2):
-            if keys[i] and keys[i] == keys[j]:  # most pairs in bf16/fp16: no arithmetic needed
-                rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name,
-                             "identical": True, "identical_elements": 1.0, "max_ulp": 0.0, "agree": True})
-                continue
-            key = (keys[i], keys[j])
-            found = measured.get(key) if all(key) else None
-            if found is None:
-                found = measured[key] = _distance(_as_float64(floats, i, a), _as_float64(floats, j, b), fmt, a.floor)
-            row, same_nonfinite = found
-            rows.append({"case_id": case_id, "dtype": a.case.dtype, "a": a.impl.name, "b": b.impl.name, **row,
-                         "agree": same_nonfinite and row["max_ulp"] <= a.measurement.tolerance_ulp})
-    return pd.DataFrame(rows, columns=["case_id", "dtype", "a", "b", "identical", "identical_elements",
-                                       "max_ulp", "agree"])
-
-
-def _as_float64(floats: dict, index: int, o) -> tuple[np.ndarray, bool]:
-    """Outcome `o`'s output as float64, and whether it holds a NaN (kept in `floats` by `index`)."""
-    if index not in floats:
-        x = o.output.astype(np.float64)
-        floats[index] = x, bool(np.isnan(x).any())
-    return floats[index]
-
-
-def _distance(a: tuple[np.ndarray, bool], b: tuple[np.ndarray, bool], fmt, floor) -> tuple[dict, bool]:
-    """A pair's columns, and whether their NaN/Inf patterns are the same. `a` and `b`: the two
-    outputs as float64, and whether each holds a NaN."""
-    (x, x_nan), (y, y_nan) = a, b
-    dist, same_nonfinite = ulp_distance(x, y, fmt, floor)  # (first: it refuses outputs of two shapes)
-    equal = x == y
-    if x_nan and y_nan:  # a NaN where both have one counts as equal (np.array_equal's equal_nan)
-        equal |= np.isnan(x) & np.isnan(y)
-    return {"identical": bool(equal.all()), "identical_elements": float(np.mean(equal)), "max_ulp": dist}, \
-        same_nonfinite
-
-
-def _bits_key(o) -> tuple:
-    """What makes two outputs of one case the same bits ("" digest: unknown, never shared)."""
-    return (o.measurement.output_digest, o.output.dtype.str, o.output.shape) if o.measurement.output_digest else ()
+def pairs_frame(outcomes=None, rows: list[dict] | None = None) -> pd.DataFrame:
+    """Pairwise distances between implementations' outputs on each case they both answered
+    (engine/pairs.py), from the outcomes or from pair rows measured already (a run's RunData.pairs),
+    in the order of case, then the two implementations' names."""
+    frame = pd.DataFrame(pairs.rows(outcomes) if rows is None else rows, columns=pairs.COLUMNS)
+    return frame.sort_values(["case_id", "a", "b"], kind="stable").reset_index(drop=True)
 
 
 # ---- known findings ---------------------------------------------------------------------------
