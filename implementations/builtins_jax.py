@@ -26,9 +26,11 @@ flax lifts x to float32 twice (for the statistics, and where it meets the float3
 rounds the two parts of dx (the direct term and the projection term) to the dtype separately and
 adds them in the dtype: three roundings where the defaults (x lifted once) have one.
 
-Modules are cached per (width, eps, dtype); the call is `nnx.jit`-compiled and rows are padded to a
-power of two (as in jax_own) so that batches of different sizes share compiled programs. Only ever
-imported inside the JAX worker.
+Modules are cached per (width, eps, dtype); each call is a jitted function of the module's state
+and x, the module's graph closed over (as nnx.jit splits and merges it), run through
+jax_programs.py so that a repeat run loads the compiled program instead of tracing it again; rows
+are padded to a power of two (as in jax_own) so that batches of different sizes share programs.
+Only ever imported inside the JAX worker.
 """
 from __future__ import annotations
 
@@ -41,18 +43,34 @@ from flax import nnx
 
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
-from normdiff.implementations.jax_own import pad_nonzero, padded_rows
+from normdiff.implementations import jax_programs
+from normdiff.implementations.jax_own import CACHE_DIR, pad_nonzero, padded_rows
 
-_MODULES: dict[tuple, nnx.RMSNorm] = {}
+PROGRAMS = jax_programs.Programs(CACHE_DIR, jax_programs.salt((__file__,), ("flax",)))
+_JITTED: dict[tuple, object] = {}
+_MODULES: dict[tuple, nnx.Module] = {}  # by _module_key / _layer_norm's key
 
 
-@nnx.jit
-def _apply(norm: nnx.RMSNorm, x):
-    return norm(x)
+def _through(key: tuple, module, fn, *args):
+    """fn(graphdef, state, *args), jitted with the module's graph closed over (one jitted function
+    per `key`, which names the module and fn), through its compiled program."""
+    graphdef, state = nnx.split(module)
+    jitted = _JITTED.get(key)
+    if jitted is None:
+        jitted = _JITTED[key] = jax.jit(functools.partial(fn, graphdef))
+    return PROGRAMS.call(key, jitted, state, *args)
+
+
+def _apply(graphdef, state, x):
+    return nnx.merge(graphdef, state)(x)
+
+
+def _module_key(width: int, eps: float, dtype, in_dtype: bool) -> tuple:
+    return ("RMSNorm", width, eps, str(np.dtype(dtype)), in_dtype)
 
 
 def _module(width: int, eps: float, dtype, in_dtype: bool) -> nnx.RMSNorm:
-    key = (width, eps, np.dtype(dtype), in_dtype)
+    key = _module_key(width, eps, dtype, in_dtype)
     if key not in _MODULES:
         dtypes = dict(dtype=dtype, param_dtype=dtype) if in_dtype else {}  # else flax's defaults
         _MODULES[key] = nnx.RMSNorm(width, epsilon=eps, rngs=nnx.Rngs(0), **dtypes)
@@ -68,15 +86,17 @@ def _run(op: str, contract: Contract, inputs: CaseInputs, in_dtype: bool) -> np.
     rows = x.shape[0]
     # zero padding rows are harmless (rows are independent, eps keeps them finite), sliced off
     padded = np.pad(x, ((0, padded_rows(rows) - rows), (0, 0)))
-    return np.array(_apply(norm, padded))[:rows]
+    key = _module_key(x.shape[-1], contract.eps, x.dtype, in_dtype) + ("forward",)
+    return np.array(_through(key, norm, _apply, padded))[:rows]
 
 
 rms_norm = functools.partial(_run, in_dtype=False)
 rms_norm_in_dtype = functools.partial(_run, in_dtype=True)
 
 
-@functools.partial(jax.jit, static_argnums=0)
 def _vjp(graphdef, state, x, dy):
+    """dx, and the gradient of each param by name (a module's: nnx.RMSNorm's scale, nnx.LayerNorm's
+    scale and bias)."""
     def call(state, x):
         return nnx.merge(graphdef, state)(x)
 
@@ -87,7 +107,7 @@ def _vjp(graphdef, state, x, dy):
     if jnp.promote_types(dy.dtype, y.dtype) != y.dtype:
         raise TypeError(f"dy is {dy.dtype} and the output {y.dtype}: casting would round dy")
     dstate, dx = pull(dy.astype(y.dtype))
-    return dx, dstate["scale"][...]
+    return dx, nnx.to_pure_dict(dstate)
 
 
 def _backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray, in_dtype: bool) -> dict:
@@ -100,14 +120,14 @@ def _backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray, i
         weight = np.tile(weight, x.shape[-1] // weight.shape[-1])
     norm = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
     norm.scale[...] = jnp.asarray(weight, norm.scale.dtype)  # exact: bf16/fp16 fit in float32
-    graphdef, state = nnx.split(norm)
     rows = x.shape[0]
     # Padded as jax_own.backward pads (its comment says why that leaves dscale exact): x with
     # alternating +-1 rows (finite forward values under any eps), dy with zero rows, so a padded row
     # adds an exact 0 to dscale; its dx is sliced off.
     padded = padded_rows(rows)
-    dx, dscale = _vjp(graphdef, state, pad_nonzero(x, padded), np.pad(dy, ((0, padded - rows), (0, 0))))
-    dscale = np.asarray(dscale)
+    key = _module_key(x.shape[-1], contract.eps, x.dtype, in_dtype) + ("backward",)
+    dx, grads = _through(key, norm, _vjp, pad_nonzero(x, padded), np.pad(dy, ((0, padded - rows), (0, 0))))
+    dscale = np.asarray(grads["scale"])
     if case_weight.shape[-1] != dscale.shape[-1]:  # fold the tiled copies back onto the weight
         folded = dscale.astype(np.float32).reshape(-1, case_weight.shape[-1]).sum(axis=0)
         dscale = folded.astype(dscale.dtype)
@@ -131,64 +151,43 @@ rms_norm_in_dtype_backward = functools.partial(_backward, in_dtype=True)
 #     rows whose |mean| >> std (the `narrow` regime) cancel catastrophically, and the harness reports
 #     it, as a user constructing nnx.LayerNorm(width) would get it. It is not switched off here.
 
-_LAYER_NORMS: dict[tuple, nnx.LayerNorm] = {}
-
-
-@nnx.jit
-def _apply_layer_norm(norm: nnx.LayerNorm, x):
-    return norm(x)
-
-
-def _layer_norm(inputs: CaseInputs, contract: Contract) -> tuple[nnx.LayerNorm, np.ndarray]:
+def _layer_norm(inputs: CaseInputs, contract: Contract) -> tuple[nnx.LayerNorm, np.ndarray, tuple]:
     """The cached nnx.LayerNorm (flax's defaults but eps) holding the case's weight and bias, tiled
-    to the width where shorter; and x."""
+    to the width where shorter; x; and the module's key."""
     x = np.asarray(inputs.arrays["x"])
     width = x.shape[-1]
-    key = (width, contract.eps)
-    if key not in _LAYER_NORMS:
-        _LAYER_NORMS[key] = nnx.LayerNorm(width, epsilon=contract.eps, rngs=nnx.Rngs(0))
-    norm = _LAYER_NORMS[key]
+    key = ("LayerNorm", width, contract.eps)
+    if key not in _MODULES:
+        _MODULES[key] = nnx.LayerNorm(width, epsilon=contract.eps, rngs=nnx.Rngs(0))
+    norm = _MODULES[key]
     for name, param in (("weight", norm.scale), ("bias", norm.bias)):
         value = np.asarray(inputs.arrays[name])
         if value.shape[-1] != width:
             value = np.tile(value, width // value.shape[-1])
         param[...] = jnp.asarray(value, param.dtype)  # exact: bf16/fp16 fit in float32
-    return norm, x
+    return norm, x, key
 
 
 def layer_norm(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
-    norm, x = _layer_norm(inputs, contract)
+    norm, x, key = _layer_norm(inputs, contract)
     rows = x.shape[0]
     padded = np.pad(x, ((0, padded_rows(rows) - rows), (0, 0)))  # zero rows: finite (eps), sliced off
-    return np.array(_apply_layer_norm(norm, padded))[:rows]
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _layer_norm_vjp(graphdef, state, x, dy):
-    def call(state, x):
-        return nnx.merge(graphdef, state)(x)
-
-    y, pull = jax.vjp(call, state, x)
-    if jnp.promote_types(dy.dtype, y.dtype) != y.dtype:  # as in _vjp: only a widening cast of dy
-        raise TypeError(f"dy is {dy.dtype} and the output {y.dtype}: casting would round dy")
-    dstate, dx = pull(dy.astype(y.dtype))
-    return dx, dstate["scale"][...], dstate["bias"][...]
+    return np.array(_through(key + ("forward",), norm, _apply, padded))[:rows]
 
 
 def layer_norm_backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray) -> dict:
     """jax.vjp through nnx.LayerNorm: {"x", "weight", "bias"}; dx in x's dtype, dscale and dbias in
     the params' (float32 with flax's defaults), folded back over the tiles of a shorter operand."""
-    norm, x = _layer_norm(inputs, contract)
+    norm, x, key = _layer_norm(inputs, contract)
     dy = np.asarray(dy)
     if dy.shape != x.shape:
         raise ValueError(f"dy has shape {dy.shape}, x has {x.shape}")
-    graphdef, state = nnx.split(norm)
     rows = x.shape[0]
     padded = padded_rows(rows)  # padded as in _backward (jax_own.backward says why dscale stays exact)
-    dx, dscale, dbias = _layer_norm_vjp(graphdef, state, pad_nonzero(x, padded),
-                                        np.pad(dy, ((0, padded - rows), (0, 0))))
+    dx, grads = _through(key + ("backward",), norm, _vjp, pad_nonzero(x, padded),
+                         np.pad(dy, ((0, padded - rows), (0, 0))))
     out = {"x": np.array(np.asarray(dx)[:rows])}
-    for name, grad in (("weight", dscale), ("bias", dbias)):
+    for name, grad in (("weight", grads["scale"]), ("bias", grads["bias"])):
         grad, length = np.asarray(grad), np.asarray(inputs.arrays[name]).shape[-1]
         if grad.shape[-1] != length:  # fold the tiled copies back onto the case's operand
             grad = grad.astype(np.float32).reshape(-1, length).sum(axis=0).astype(grad.dtype)

@@ -54,8 +54,10 @@ from jax import lax
 
 from normdiff.cases.model import CaseInputs
 from normdiff.files import cache_dir
+from normdiff.harness.data import contracts, rope
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.rope import MAX_EXACT_POSITION, inverse_frequencies
+from normdiff.implementations import jax_programs
 
 _F32 = jnp.float32
 CACHE_ENV = "NORMDIFF_JAX_CACHE"
@@ -77,6 +79,9 @@ def enable_compile_cache() -> str | None:
 
 
 CACHE_DIR = enable_compile_cache()
+# the compiled programs themselves, kept beside JAX's cache: a repeat run loads each one instead of
+# tracing and lowering it again (jax_programs.py); the files that define them are in the salt
+PROGRAMS = jax_programs.Programs(CACHE_DIR, jax_programs.salt((__file__, contracts.__file__, rope.__file__)))
 
 # ---------------------------------------------------------------------------------------------
 # The maths, step by step as numpy_own. `c` carries only static knobs; eps and offsets are traced.
@@ -424,7 +429,8 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[n
         return (np.empty(x.shape, dtype),) * 2 if several else np.empty(x.shape, dtype)
     rows = padded_rows(n)
     arrays = _operands(inputs, n, rows, _pad)
-    out = jitted(contract, inputs.num_heads)(arrays, *_scalars(contract, dtype))
+    out = PROGRAMS.call(("forward", static_key(contract, inputs.num_heads)), jitted(contract, inputs.num_heads),
+                        arrays, *_scalars(contract, dtype))
 
     def kept(v):  # in the case dtype (exact: the program's float32 holds values of it), padding dropped
         return np.asarray(v)[:n].astype(dtype).reshape(x.shape)
@@ -530,8 +536,9 @@ def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, n
         arrays["gate"] = _pad_ones(_float32(a["gate"]).reshape(n, width), rows)
     order = ("y", "residual_out") if several else ("y",)  # the forward's results, in order
     cotangents = tuple(_pad(_float32(upstream[name]).reshape(n, width), rows) for name in order)
-    grads = jitted_backward(contract, inputs.num_heads)(
-        arrays, cotangents if several else cotangents[0], *_scalars(contract, dtype))
+    grads = PROGRAMS.call(("backward", static_key(contract, inputs.num_heads)),
+                          jitted_backward(contract, inputs.num_heads),
+                          arrays, cotangents if several else cotangents[0], *_scalars(contract, dtype))
     out = {}
     for name in a:
         if name in grads:
