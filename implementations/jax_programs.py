@@ -115,7 +115,7 @@ class Programs:
         if self.folder is not None:
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.folder / name, pickle.dumps(_serialized(program)))
+                atomic_write(self.folder / name, pickle.dumps(_serialized(program)), durable=False)
             except Exception:  # an unwritable folder, or a program JAX cannot serialize: not stored
                 pass
         return program

@@ -9,10 +9,11 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write(path: str | os.PathLike, data) -> Path:
+def atomic_write(path: str | os.PathLike, data, durable: bool = True) -> Path:
     """Write `data` (str, bytes, or an iterable of str pieces) to `path` through a fresh temporary
     file in the same folder (a unique name, created exclusively, so no symlink is followed), fsync'd
-    and moved into place with os.replace. The temporary file is removed if anything fails."""
+    and moved into place with os.replace. The temporary file is removed if anything fails.
+    `durable` False skips the fsyncs: for a cache, whose torn or lost file is only made again."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -21,13 +22,15 @@ def atomic_write(path: str | os.PathLike, data) -> Path:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
         else:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
                 for piece in ([data] if isinstance(data, str) else data):
                     fh.write(piece)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -35,7 +38,8 @@ def atomic_write(path: str | os.PathLike, data) -> Path:
         except OSError:
             pass
         raise
-    _sync_folder(path.parent)
+    if durable:
+        _sync_folder(path.parent)
     return path
 
 
