@@ -29,18 +29,17 @@ in that dtype, and receive the case's exact bits):
                   Llama4's weightless Llama4TextL2Norm(eps=eps) is a class, called on x.
   qk_norm         through the real attention module: an `XxxAttention` built from a small config
                   (hidden = heads * head_dim, as many key/value heads as query heads, no bias, eps
-                  from the contract, eager attention), with q_proj and k_proj made exact identities
-                  and the case weight copied into q_norm and k_norm. x goes in as hidden_states
+                  from the contract, eager attention), its four projections replaced by exact
+                  identities (IdentityProjection) and the case weight copied into q_norm and k_norm. x goes in as hidden_states
                   (1, T, H*D): rows become tokens, which are independent up to the norms because the
                   projections are per token and nothing mixes tokens before q_norm (so batching
                   rows is safe). Forward hooks capture q_norm's and k_norm's input and output; the
-                  input must equal x bit for bit (the identity really is exact, checked on every
-                  call) and k's output must equal q's (same weight); q's output is returned. This
+                  input must equal x bit for bit (checked on every call) and k's output must equal q's (same weight); q's output is returned. This
                   exercises the real reshape to heads (per head for Qwen3/Qwen3.5/Qwen3-Next/Gemma3/
                   Gemma3n, the full H*D vector for OLMo2). Qwen3.5 and Qwen3-Next have a gated q_proj
-                  that emits (query, gate) per head: its identity puts x in each head's query half and
-                  zeros in the gate half, still an exact selection, so these run through the
-                  attention module too. Position embeddings are position 0 (cos 1, sin 0) and the
+                  that emits (query, gate) per head: its stand-in puts x in each head's query half and
+                  zeros in the gate half, an exact selection, so these run through the attention
+                  module too. Position embeddings are position 0 (cos 1, sin 0) and the
                   mask is causal; both act after the hooks, so neither changes the result.
   qk_norm_rope    the qk_norm path above, run with real position embeddings: the family's rotary
                   class (Qwen3RotaryEmbedding) built from a small config with the contract's
@@ -50,21 +49,17 @@ in that dtype, and receive the case's exact bits):
                   to the hooked q_norm output in the attention's layout (batch, heads, tokens, D):
                   the same call, on the same tensors, that the attention makes next.
 How a class is built and which operands it holds is the family table's `Part` (init, params, eps).
-An identity matmul is exact in float32, bfloat16 and float16: each output is one product x * 1 plus
-exact zeros (PyTorch's CPU kernels accumulate in float32 or wider), so q_norm sees exactly x. One
-exception, measured with torch 2.13 CPU: the bf16 GEMM flushes bf16 *subnormals* (|x| < 2^-126,
-~1.2e-38) to zero (float16 and float32 keep theirs). No suite regime comes near them, and the
-per-call check turns such an input into an error instead of a measurement on other inputs.
+The projections are not what is measured, so they are not matmuls with an identity matrix (which
+were most of a qk_norm call's time, whose bf16 GEMM flushes bf16 subnormals to zero on some CPUs,
+and whose -0 * 1 + 0 turned a signed zero into +0): IdentityProjection passes x's exact values.
 
 The backward pass (`FamilyAdapter.backward`, registry entries "normdiff.implementations.hf:qwen3.backward"
 etc.) is torch's autograd through the same `forward` path: the norm's own derivative as the model
 trains with it, the weight's gradient the real parameter's (in the case dtype). Through the
 attention only the hooked q_norm output is differentiated, and x's gradient is taken at q_norm's
 input (which is x bit for bit, checked on every call), laid back out as (tokens, H*D), rather than
-back through the identity q_proj: its transpose dq @ I equals dq only for finite, normal dq (an
-overflowed fp16 gradient, fp16 dy ~300 on rows of rms 1e-4, turns into inf * 0 = NaN across its
-row, measured; the bf16 GEMM flushes subnormals), and the scaffolding must not add to what is
-measured. A q_norm weight that `fit_weight` tiled over the heads gets its gradient summed back over
+back through the projections: the scaffolding must not add to what is measured (a matmul's
+transpose would turn an overflowed fp16 gradient into inf * 0 = NaN across its row). A q_norm weight that `fit_weight` tiled over the heads gets its gradient summed back over
 them. Under autograd the hooks hand the rest of the attention q_norm's and k_norm's outputs
 detached (the same values), so no graph is kept beyond them. Modules are built outside inference
 mode, so the cached ones serve both passes.
@@ -135,28 +130,51 @@ def __getattr__(name: str):
 
 def identity_attention(attention_cls, config_cls, heads: int, head_dim: int, eps: float,
                        dtype: torch.dtype, gated_query: bool) -> torch.nn.Module:
-    """The real attention module, sized for the case, whose q_proj / k_proj return x exactly."""
+    """The real attention module, sized for the case, its projections exact identities: q_norm and
+    k_norm see x itself, whatever its values (subnormals included), with no matmul to pay for."""
     width = heads * head_dim
     config = config_cls(hidden_size=width, num_attention_heads=heads, num_key_value_heads=heads,
                         head_dim=head_dim, attention_bias=False, attention_dropout=0.0,
                         rms_norm_eps=eps)
     config._attn_implementation = "eager"  # the plain PyTorch path: no sdpa / flash dispatch
-    # the projections' random init is thrown away below, and kaiming-initialising four width^2
-    # matrices is most of the build (0.30 s -> 0.06 s at width 4096, measured): skip it, then set
-    # every Linear explicitly, so nothing uninitialised is left (the norms' weights come from
-    # torch.ones / zeros in their __init__, which the skip does not touch)
+    # the projections are replaced below, so their random init would be thrown away (kaiming-
+    # initialising four width^2 matrices was most of a build); the norms' weights come from
+    # torch.ones / zeros in their __init__, which the switch does not touch
     with _no_init_weights():
-        attention = attention_cls(config, layer_idx=0).to(dtype).eval()
-    eye = torch.eye(width, dtype=dtype)
-    with torch.no_grad():
-        for layer in attention.modules():
-            if isinstance(layer, torch.nn.Linear):
-                layer.weight.zero_()
-                if layer.bias is not None:
-                    layer.bias.zero_()
-        attention.k_proj.weight.copy_(eye)
-        attention.q_proj.weight.copy_(gated_identity(eye, heads) if gated_query else eye)
-    return attention
+        attention = attention_cls(config, layer_idx=0)
+    linear = [name for name, layer in attention.named_modules() if isinstance(layer, torch.nn.Linear)]
+    if sorted(linear) != sorted(PROJECTIONS):  # anything else would hold uninitialised weights
+        raise RuntimeError(f"{attention_cls.__name__} has the projections {linear}, not {list(PROJECTIONS)}")
+    for name in PROJECTIONS:
+        setattr(attention, name, IdentityProjection())
+    if gated_query:
+        attention.q_proj = GatedQueryIdentity(heads)
+    return attention.to(dtype).eval()
+
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+class IdentityProjection(torch.nn.Module):
+    """A projection's exact identity: x's values (signed zeros and subnormals included) in a fresh
+    contiguous tensor, as a Linear hands on its output, so that q_norm meets the memory a model
+    gives it whatever layout the case's x is in."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clone(memory_format=torch.contiguous_format)
+
+
+class GatedQueryIdentity(torch.nn.Module):
+    """A gated q_proj's identity: per head, x as the query half and zeros as the gate half, the
+    (tokens, H * 2D) layout `view(..., H, 2D).chunk(2, -1)` takes apart."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        per_head = x.view(*x.shape[:-1], self.heads, -1)
+        return torch.cat([per_head, torch.zeros_like(per_head)], dim=-1).reshape(*x.shape[:-1], -1)
 
 
 def _no_init_weights():
@@ -170,13 +188,6 @@ def _no_init_weights():
         except ImportError:
             return contextlib.nullcontext()
     return no_init_weights()
-
-
-def gated_identity(eye: torch.Tensor, heads: int) -> torch.Tensor:
-    """q_proj weight for a gated query: per head, the head's rows of the identity (query half)
-    followed by as many zero rows (gate half), matching `view(..., H, 2D).chunk(2, -1)`."""
-    per_head = eye.view(heads, -1, eye.shape[1])
-    return torch.cat([per_head, torch.zeros_like(per_head)], dim=1).reshape(-1, eye.shape[1])
 
 
 def position_zero(tokens: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -257,8 +268,7 @@ class FamilyAdapter:
         q_norm's output is differentiated, so k_norm and the rest of the attention contribute
         nothing), summed back to the case weight's shape where `fit_weight` tiled it. Through the
         attention, x's gradient is q_norm's input's (which is x bit for bit, checked), mapped back to
-        (tokens, H*D) by `by_token`: what the identity q_proj's transpose would give wherever it is
-        exact (`qk_norm` says where it is not)."""
+        (tokens, H*D) by `by_token`."""
         a = self.arrays(op, inputs)
         tokens = a["x"].shape[0]
         attended = self.family.ops()[op].how in (ATTENTION, ROTARY_ATTENTION)
@@ -386,9 +396,8 @@ class FamilyAdapter:
                 q_input: dict | None = None) -> torch.Tensor:
         """q_norm's output, hooked in the real attention, as (tokens, H*D). With `q_input` (a dict,
         for the backward pass) q_norm's input is made a fresh leaf of the same values, stored there
-        under "leaf": the gradient is taken from q_norm's input, not back through the identity
-        q_proj, whose transpose would turn an overflowed (inf) gradient into inf * 0 = NaN across
-        the row (and the bf16 GEMM flushes subnormal gradients); neither is the layer's doing."""
+        under "leaf": the gradient is taken from q_norm's input, not back through the projections
+        and the reshapes before it, which are not the layer's doing."""
         tokens, width = x.shape
         attention = self.attention(heads, width // heads, eps, x.dtype)
         with torch.no_grad():
@@ -420,7 +429,7 @@ class FamilyAdapter:
                 hook.remove()
         (q_in, q), (k_in, k) = ([self.by_token(t, tokens) for t in seen[n]] for n in ("q_norm", "k_norm"))
         if not (same(q_in, x) and same(k_in, x)):
-            raise RuntimeError("the identity q_proj / k_proj did not reproduce x exactly; "
+            raise RuntimeError("q_norm / k_norm did not receive x exactly through the identity projections; "
                                "q_norm would be measured on different inputs")
         if not same(q, k):
             raise RuntimeError("q_norm and k_norm disagree although they hold the same weight")
