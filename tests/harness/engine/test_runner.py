@@ -154,3 +154,15 @@ def test_a_failure_while_judging_costs_outcomes_not_the_run(fixtures_dir, monkey
     report, got = outcomes(fixtures_dir, ["correct"])
     assert got["fx-correct"] == {"error"}
     assert "could not judge this output: ZeroDivisionError: judge bug" in report.results["detail"].iloc[0]
+
+
+def test_a_run_hands_the_gil_over_quickly_and_restores_the_interval(fixtures_dir):
+    # workers' threads need the GIL to send their next call while the collector judges (runner.py)
+    import sys
+
+    seen = []
+    before = sys.getswitchinterval()
+    runner.run(SUITE, [fixture_impl(fixtures_dir, "correct")], timeout=20.0,
+               meanwhile=lambda: seen.append(sys.getswitchinterval()))
+    assert seen == [runner.GIL_HANDOFF] and runner.GIL_HANDOFF < before
+    assert sys.getswitchinterval() == before
