@@ -6,7 +6,10 @@ still written, with a note where the plots would be.
 """
 from __future__ import annotations
 
-from normdiff.reports import markup
+import contextlib
+
+from normdiff import processes
+from normdiff.reports import markup, plots
 from normdiff.reports.views import VIEWS
 
 CSS = """
@@ -71,8 +74,17 @@ def render_html(report, out_dir=None, plots_on: bool | None = None) -> str:
 
 def page_and_plots(report, plots_on: bool | None = None) -> tuple[str, dict[str, bytes]]:
     """The page as text, and the PNG bytes of each plot it embeds, by name (for OUT_DIR/plots/):
-    nothing is written, so a forked child can compute them (reports/render.py)."""
-    page = markup.Page(plots_on)
+    nothing is written, so a forked child can compute them (reports/render.py). Each plot is drawn
+    in a forked child of its own while the page's tables are written (processes.forked)."""
+    with contextlib.ExitStack() as drawing:
+        page = markup.Page(plots_on, start=lambda draw, data: drawing.enter_context(processes.forked(draw, data, None)))
+        if page.on:
+            plots.load()  # once, before the children fork: each would import it again
+        text = _page(report, page)
+        return page.finish(text), page.drawn
+
+
+def _page(report, page: markup.Page) -> str:
     sections = [(view, view.html(report, report.view(view.name), page)) for view in VIEWS.values() if view.html]
     sections = [(view, text) for view, text in sections if text]
     meta = report.meta
@@ -92,4 +104,4 @@ def page_and_plots(report, plots_on: bool | None = None) -> tuple[str, dict[str,
     title = f"normdiff report: {meta.get('suite', '')}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{markup.esc(title)}</title>"
-            f"<style>{CSS}</style></head><body><main>{body}</main></body></html>\n"), page.drawn
+            f"<style>{CSS}</style></head><body><main>{body}</main></body></html>\n")

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import html as _html
 import re
+import secrets
 
 import pandas as pd
 
@@ -215,28 +216,48 @@ class Page:
     """What a view's HTML section may draw into: figures, embedded as data URIs (`drawn` keeps each
     one's PNG bytes, which render_html writes to OUT_DIR/plots/NAME.png). Plots receive data
     (reports/plots.py); without matplotlib, or when a plot fails, the section shows a note instead
-    and the page is still written."""
+    and the page is still written.
 
-    def __init__(self, plots_on: bool | None = None):
+    A figure is started when a section asks for it and put in place by `finish`: `start(draw,
+    data)` begins drawing and returns what yields the PNG bytes, so that the figures can be drawn
+    side by side with the rest of the page (html.page_and_plots forks a child per figure); by
+    default each is drawn at `finish`."""
+
+    def __init__(self, plots_on: bool | None = None, start=None):
         from normdiff.reports import plots
 
         self.on = plots.available() if plots_on is None else plots_on
         self.note = "" if self.on else "Plots are left out: matplotlib is not installed (pip install 'normdiff[plot]')."
+        self.start = start or (lambda draw, data: lambda: draw(data, None))
+        # a section's text is escaped, so it can hold no HTML comment: the markers cannot be forged
+        self.token = secrets.token_hex(8)
+        self.pending: dict[str, tuple] = {}  # name -> (what yields its PNG, alt, caption)
         self.drawn: dict[str, bytes] = {}
 
     def figure(self, name: str, draw, data, alt: str, caption: str) -> str:
-        """<figure> of `draw(data, None)` (PNG bytes), or a note saying why there is none."""
-        if self.on and name not in self.drawn:
-            try:
-                self.drawn[name] = draw(data, None)
-            except Exception as exc:  # a plot must never cost the report
-                self.note = f"Plots could not be drawn: {type(exc).__name__}: {exc}"
-        png = self.drawn.get(name)
-        if png is None:
+        """A marker where `finish` puts the <figure> of `draw(data, None)` (PNG bytes), or a note
+        saying why there is none."""
+        if not self.on:
             return f'<p class="note">{esc(self.note)}</p>'
-        uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        return (f'<figure><img src="{uri}" alt="{esc(alt)}">'
-                f"<figcaption>{esc(caption)} (also <code>plots/{esc(name)}.png</code>)</figcaption></figure>")
+        if name not in self.pending:
+            self.pending[name] = (self.start(draw, data), alt, caption)
+        return self._marker(name)
+
+    def finish(self, text: str) -> str:
+        """`text` with every figure's marker replaced by the figure (its drawing awaited)."""
+        for name, (result, alt, caption) in self.pending.items():
+            try:
+                png = self.drawn[name] = result()
+                uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+                shown = (f'<figure><img src="{uri}" alt="{esc(alt)}">'
+                         f"<figcaption>{esc(caption)} (also <code>plots/{esc(name)}.png</code>)</figcaption></figure>")
+            except Exception as exc:  # a plot must never cost the report
+                shown = f'<p class="note">{esc(f"Plots could not be drawn: {type(exc).__name__}: {exc}")}</p>'
+            text = text.replace(self._marker(name), shown)
+        return text
+
+    def _marker(self, name: str) -> str:
+        return f"<!--figure {self.token} {esc(name)}-->"
 
 
 def write_plot(out_dir, name: str, png: bytes) -> None:

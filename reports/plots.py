@@ -23,14 +23,21 @@ BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 t
 
 def _figure(figsize=None, dpi=None):
     """A figure on its own Agg canvas."""
+    Figure, FigureCanvasAgg = _matplotlib()
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _matplotlib():
+    """matplotlib's Figure and Agg canvas (and the modules the plots use), imported."""
     try:
+        import matplotlib.ticker  # noqa: F401  (the regime plot's axis)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         raise UsageError("plots need matplotlib: pip install 'normdiff[plot]'") from None
-    fig = Figure(figsize=figsize, dpi=dpi)
-    FigureCanvasAgg(fig)
-    return fig
+    return Figure, FigureCanvasAgg
 
 
 def _colormap(name: str):
@@ -70,6 +77,15 @@ REPORT_DPI = 100
 EDGE = 0.1  # inches of white around everything a report plot draws
 GAP = 0.3  # inches between the labels of one box and the next
 CELL = 0.2  # inches per implementation on the heat maps' sides (a 7-point label per row)
+
+
+def load() -> None:
+    """Import what drawing needs (matplotlib's Figure and Agg canvas), so that children forked
+    afterwards share it; a plot without matplotlib says so when it is drawn."""
+    try:
+        _matplotlib()
+    except UsageError:
+        pass
 
 
 def available() -> bool:

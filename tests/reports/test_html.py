@@ -98,6 +98,42 @@ def test_without_matplotlib_the_page_is_written_with_a_note(small_report, monkey
     assert 'id="agreement"' in text
 
 
+def test_a_plot_that_fails_leaves_a_note_and_the_other_plot(small_report, monkeypatch):
+    def fails(table, path=None):
+        raise ValueError("no regimes <here>")
+
+    monkeypatch.setattr(plots, "regime_errors", fails)
+    text = html.render_html(small_report)
+    assert "Plots could not be drawn: ValueError: no regimes &lt;here&gt;" in text
+    assert text.count("<img") == 1 and "<!--figure" not in text  # the heat map, and no marker left
+
+
+PAGE_IN_A_FRESH_PROCESS = """
+import os, sys
+from normdiff import processes
+from normdiff.reports import markup
+import contextlib
+
+def pid(data, path):
+    return str(os.getpid()).encode()
+
+with contextlib.ExitStack() as drawing:
+    page = markup.Page(True, start=lambda draw, data: drawing.enter_context(processes.forked(draw, data, None)))
+    text = "".join(page.figure(name, pid, None, "alt", "caption") for name in ("a", "b", "a"))
+    text = page.finish(text)
+print(os.getpid(), *(page.drawn[name].decode() for name in ("a", "b")), text.count("<figure>"))
+"""
+
+
+def test_each_figure_is_drawn_in_a_child_of_its_own():
+    # (in a fresh process: pytest-xdist's threads make processes.forked draw in the caller)
+    proc = subprocess.run([sys.executable, "-c", PAGE_IN_A_FRESH_PROCESS], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    page, a, b, figures = proc.stdout.split()
+    assert len({page, a, b}) == 3 and figures == "3"  # "a" drawn once, shown twice
+
+
 def test_tables_need_no_jinja2(small_report, monkeypatch):
     page = html.render_html(small_report, plots_on=False)
     monkeypatch.setitem(sys.modules, "jinja2", None)  # as if it were not installed
