@@ -120,16 +120,16 @@ def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | 
     grads = vjp(case.contract, inputs.arrays, dy, inputs.num_heads)
     fmt = get_format(case.dtype)
     scales = vjp(case.contract, inputs.arrays, dy, inputs.num_heads, absolute=True, floor=2.0 ** fmt.min_exponent)
-    rotates = "positions" in inputs.arrays  # RoPE: the other legal frequencies (judge.Reference.nearest)
+    # RoPE: the other legal frequencies (judge.Reference.nearest), at one VJP per choice for them all
+    at = _GradientsAt(case.contract, inputs.arrays, dy, inputs.num_heads) if "positions" in inputs.arrays else None
     expected = {}
     for c in outputs or case.outputs():
         name = c.operand
         # dw and db sum their terms over the rows and over the heads that share a per-head weight
         reduced = inputs.arrays["x"].size // inputs.arrays[name].size if c.output in ("dw", "db") else 1
-        if rotates:  # grouped by frequency over the heads this operand spans (a per-head dw: one)
+        if at is not None:  # grouped by frequency over the heads this operand spans (a per-head dw: one)
             heads = inputs.arrays[name].shape[-1] * inputs.num_heads // inputs.arrays["x"].shape[-1]
-            mixed = functools.partial(_gradient_at, case.contract, inputs.arrays, dy, inputs.num_heads, name)
-            ref = judge.Reference(grads[name], fmt, heads, floor=scales[name], mixed=mixed)
+            ref = judge.Reference(grads[name], fmt, heads, floor=scales[name], mixed=functools.partial(at.of, name))
         else:
             ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
         expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced, condition),
@@ -137,9 +137,20 @@ def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | 
     return Prepared(case, inputs, expected, dy)
 
 
-def _gradient_at(contract, arrays: dict, dy, num_heads: int, name: str, power) -> np.ndarray:
-    """The exact gradient of operand `name` at RoPE angles of one power choice per frequency."""
-    return vjp(contract, arrays, dy, num_heads, power=power)[name]
+class _GradientsAt:
+    """The exact gradients at RoPE angles of one power choice per frequency: each choice's VJP made
+    once for all of the call's outputs (dx's and dw's references try the same flips)."""
+
+    def __init__(self, contract, arrays: dict, dy, num_heads: int):
+        self.contract, self.arrays, self.dy, self.num_heads = contract, arrays, dy, num_heads
+        self.made: dict[bytes, dict] = {}
+
+    def of(self, name: str, power) -> np.ndarray:
+        """The gradient of operand `name` at the power choice `power` (a bool per frequency)."""
+        key = np.asarray(power, dtype=bool).tobytes()
+        if key not in self.made:
+            self.made[key] = vjp(self.contract, self.arrays, self.dy, self.num_heads, power=power)
+        return self.made[key][name]
 
 
 def prepare_all(cases: list[Case]) -> list[Prepared]:
