@@ -44,6 +44,7 @@ from flax import nnx
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
 from normdiff.implementations import jax_programs
+from normdiff.implementations.frameworks.jax import set_weight
 from normdiff.implementations.jax_own import CACHE_DIR, pad_nonzero, padded_rows
 
 PROGRAMS = jax_programs.Programs(CACHE_DIR, jax_programs.salt((__file__,), ("flax",)))
@@ -61,6 +62,13 @@ def _through(key: tuple, module, fn, *args):
     return PROGRAMS.call(key, jitted, state, *args)
 
 
+def _built(make) -> nnx.Module:
+    """The module `make` builds, its parameters abstract until the case's values go in (set_weight):
+    the same module, without initialising parameters only to overwrite them (each initialiser a
+    JAX op run eagerly, compiled for every new shape and dtype)."""
+    return nnx.eval_shape(make)
+
+
 def _apply(graphdef, state, x):
     return nnx.merge(graphdef, state)(x)
 
@@ -73,7 +81,7 @@ def _module(width: int, eps: float, dtype, in_dtype: bool) -> nnx.RMSNorm:
     key = _module_key(width, eps, dtype, in_dtype)
     if key not in _MODULES:
         dtypes = dict(dtype=dtype, param_dtype=dtype) if in_dtype else {}  # else flax's defaults
-        _MODULES[key] = nnx.RMSNorm(width, epsilon=eps, rngs=nnx.Rngs(0), **dtypes)
+        _MODULES[key] = _built(lambda: nnx.RMSNorm(width, epsilon=eps, rngs=nnx.Rngs(0), **dtypes))
     return _MODULES[key]
 
 
@@ -82,7 +90,7 @@ def _run(op: str, contract: Contract, inputs: CaseInputs, in_dtype: bool) -> np.
     if weight.shape[-1] != x.shape[-1]:  # a (head_dim,) weight on a full-vector norm: tiled
         weight = np.tile(weight, x.shape[-1] // weight.shape[-1])
     norm = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
-    norm.scale[...] = jnp.asarray(weight, norm.scale.dtype)  # exact: bf16/fp16 fit in float32
+    set_weight(norm, "scale", weight)
     rows = x.shape[0]
     # zero padding rows are harmless (rows are independent, eps keeps them finite), sliced off
     padded = np.pad(x, ((0, padded_rows(rows) - rows), (0, 0)))
@@ -119,7 +127,7 @@ def _backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray, i
     if weight.shape[-1] != x.shape[-1]:  # tiled, as in the forward
         weight = np.tile(weight, x.shape[-1] // weight.shape[-1])
     norm = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
-    norm.scale[...] = jnp.asarray(weight, norm.scale.dtype)  # exact: bf16/fp16 fit in float32
+    set_weight(norm, "scale", weight)
     rows = x.shape[0]
     # Padded as jax_own.backward pads (its comment says why that leaves dscale exact): x with
     # alternating +-1 rows (finite forward values under any eps), dy with zero rows, so a padded row
@@ -158,13 +166,13 @@ def _layer_norm(inputs: CaseInputs, contract: Contract) -> tuple[nnx.LayerNorm, 
     width = x.shape[-1]
     key = ("LayerNorm", width, contract.eps)
     if key not in _MODULES:
-        _MODULES[key] = nnx.LayerNorm(width, epsilon=contract.eps, rngs=nnx.Rngs(0))
+        _MODULES[key] = _built(lambda: nnx.LayerNorm(width, epsilon=contract.eps, rngs=nnx.Rngs(0)))
     norm = _MODULES[key]
-    for name, param in (("weight", norm.scale), ("bias", norm.bias)):
+    for name, param in (("weight", "scale"), ("bias", "bias")):
         value = np.asarray(inputs.arrays[name])
         if value.shape[-1] != width:
             value = np.tile(value, width // value.shape[-1])
-        param[...] = jnp.asarray(value, param.dtype)  # exact: bf16/fp16 fit in float32
+        set_weight(norm, param, value)
     return norm, x, key
 
 

@@ -48,15 +48,17 @@ def weights(module) -> dict:
 
 
 def set_weight(module, name: str, weight) -> None:
-    """An nnx.Param takes the value in its own dtype (float32 by default: exact for bf16 / fp16);
-    a plain attribute is replaced."""
+    """An nnx.Param takes the value in its own dtype (float32 by default: exact for bf16 / fp16),
+    converted on the host (an eager JAX cast is a program compiled for every new shape); a plain
+    attribute is replaced. The param may be abstract (a module built under nnx.eval_shape)."""
     import jax.numpy as jnp
+    import numpy as np
 
     current = getattr(module, name)
     if hasattr(current, "set_value"):
-        current.set_value(jnp.asarray(weight, dtype=_value(current).dtype))
+        current.set_value(jnp.asarray(np.asarray(weight).astype(_value(current).dtype)))
     elif hasattr(current, "value") and hasattr(current.value, "dtype"):
-        current.value = jnp.asarray(weight, dtype=current.value.dtype)
+        current.value = jnp.asarray(np.asarray(weight).astype(current.value.dtype))
     else:
         setattr(module, name, jnp.asarray(weight))
 
