@@ -15,10 +15,12 @@ never trusted: loading a program is an optimisation, not a way to get a differen
 Uses JAX's own serialization (jax.experimental.serialize_executable, with the executable
 serialized as the persistent cache serializes it, `LoadedExecutable.serialize()`: the
 `client.serialize_executable` the experimental pickler uses leaves out the CPU kernels, and the
-program then fails to run in another process). Only ever imported inside the JAX worker.
+program then fails to run in another process), of programs compiled with JAX's persistent cache
+off (`_fresh`). Only ever imported inside the JAX worker.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -111,7 +113,8 @@ class Programs:
             return None
 
     def _compile(self, name: str, fn, args):
-        program = fn.lower(*args).compile()
+        with _fresh():
+            program = fn.lower(*args).compile()
         if self.folder is not None:
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
@@ -125,6 +128,19 @@ class Programs:
             (self.folder / name).unlink()
         except OSError:
             pass
+
+
+def _fresh():
+    """JAX's persistent cache off while a program is compiled here: an executable it hands back
+    serializes without its CPU kernels, and then fails to run when loaded in another process
+    (measured: "Function add_rsqrt_fusion not found"). Compiled afresh, it is stored whole, and
+    later runs load it from here."""
+    try:
+        from jax._src import config as jax_config
+
+        return jax_config.enable_compilation_cache(False)
+    except (ImportError, AttributeError):  # a JAX without the switch: a stored program that
+        return contextlib.nullcontext()     # fails is compiled again (Programs.call)
 
 
 def _serialized(program) -> tuple:

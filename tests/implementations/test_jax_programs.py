@@ -48,6 +48,39 @@ def test_a_program_stored_by_one_process_runs_in_another_with_the_same_bits(tmp_
     assert again.stdout == first.stdout == np.asarray(jax.jit(f)(*ARGS)).tobytes()
 
 
+STEP = """
+import numpy as np, jax, sys
+sys.path.insert(0, {tests!r})
+from test_jax_programs import f, ARGS
+from normdiff.implementations import jax_programs
+jax.config.update("jax_compilation_cache_dir", {jax_cache!r})
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+programs = jax_programs.Programs({programs!r}, "salt")
+if {step!r} == "jax":
+    jax.jit(f)(*ARGS).block_until_ready()  # JAX's persistent cache now holds f
+elif {step!r} == "store":
+    programs.call(("f",), jax.jit(f), *ARGS)
+else:
+    programs._compile = lambda *a: sys.exit("compiled although the program was stored")
+    sys.stdout.buffer.write(np.asarray(programs.call(("f",), jax.jit(f), *ARGS)).tobytes())
+"""
+
+
+def test_a_program_jaxs_own_cache_holds_is_still_stored_whole(tmp_path):
+    # an executable JAX's persistent cache hands back serializes without its CPU kernels and fails
+    # to run in another process ("Function ... not found"): programs are compiled with it off
+    def step(name):
+        script = STEP.format(tests=str(Path(__file__).parent), jax_cache=str(tmp_path / "jax"),
+                             programs=str(tmp_path / "ours"), step=name)
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()
+        return proc.stdout
+
+    step("jax")
+    step("store")
+    assert step("load") == np.asarray(jax.jit(f)(*ARGS)).tobytes()
+
+
 def test_a_stored_program_is_loaded_not_compiled(tmp_path, monkeypatch):
     jax_programs.Programs(str(tmp_path), "salt").call(("f",), jax.jit(f), *ARGS)
     fresh = jax_programs.Programs(str(tmp_path), "salt")
