@@ -166,20 +166,26 @@ def remove_orphaned(folder: str, prefix: str, suffix: str = "") -> None:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
+# frameworks that start native thread pools when imported or first used (JAX warns at every fork)
+THREAD_POOLS = ("jax", "torch", "tensorflow", "mlx", "onnxruntime", "tinygrad")
+
+
 @contextlib.contextmanager
 def forked(fn, *args):
     """Compute fn(*args) in a forked child while the caller goes on (the report's page and its plots
     beside the CSV files: two cores instead of one). Yields `result()`, which waits for the child
     and returns what fn returned, or raises what it raised.
 
-    Only on Linux, and only while no other thread runs: a fork copies the calling thread alone, and
-    a lock another thread held stays held in the child forever. Elsewhere fn runs in the caller, at
-    `result()`. The child takes the default action for SIGINT, SIGTERM and SIGHUP (it dies; the
+    Only on Linux, only while no other Python thread runs, and only where no framework that keeps
+    native thread pools is loaded (JAX, PyTorch, ...: the Python API may run in such a process; the
+    CLI never loads one): a fork copies the calling thread alone, and a lock another thread held
+    stays held in the child forever. Elsewhere fn runs in the caller, at `result()`. The child takes the default action for SIGINT, SIGTERM and SIGHUP (it dies; the
     parent says what happened), dies with the parent, writes nothing but its result to a pipe, and
     never outlives the block: leaving it early (an exception, Ctrl-C) kills and reaps it."""
     import threading
 
-    if not (sys.platform.startswith("linux") and hasattr(os, "fork")) or threading.active_count() > 1:
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork")) or threading.active_count() > 1 \
+            or any(name in sys.modules for name in THREAD_POOLS):
         yield lambda: fn(*args)
         return
     parent = os.getpid()

@@ -273,6 +273,17 @@ def test_forked_computes_in_the_caller_while_another_thread_runs():
     assert child == caller
 
 
+def test_forked_computes_in_the_caller_where_a_framework_with_thread_pools_is_loaded():
+    # JAX or PyTorch keep native threads no Python check sees (JAX warns at every fork)
+    child, caller = run_script("""
+        sys.modules["jax"] = type(sys)("jax")  # as if the user's process had imported it
+        with processes.forked(pid_and, 0) as result:
+            pid, _ = result()
+        print(pid, os.getpid())
+    """)
+    assert child == caller
+
+
 def test_leaving_the_block_early_kills_the_child():
     pid, left = run_script("""
         try:
