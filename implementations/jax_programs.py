@@ -50,7 +50,7 @@ def salt(sources: tuple[str, ...], distributions: tuple[str, ...] = ()) -> str:
     versions = [_version(d) for d in ("jax", "jaxlib", *distributions)]
     for part in (*versions, os.environ.get("XLA_FLAGS", ""), _cpu_flags()):
         digest.update(part.encode() + b"\0")
-    for source in sources:
+    for source in (__file__, *sources):  # this module's too: how programs are compiled and stored
         digest.update(Path(source).read_bytes() + b"\0")
     return digest.hexdigest()
 
