@@ -49,7 +49,7 @@ from normdiff.implementations.jax_own import CACHE_DIR, pad_nonzero, padded_rows
 
 PROGRAMS = jax_programs.Programs(CACHE_DIR, jax_programs.salt((__file__,), ("flax",)))
 _JITTED: dict[tuple, object] = {}
-_MODULES: dict[tuple, nnx.Module] = {}  # by _module_key / _layer_norm's key
+_MODULES: dict[tuple, nnx.Module] = {}  # by the keys _module and _layer_norm make
 
 
 def _through(key: tuple, module, fn, *args):
@@ -73,29 +73,25 @@ def _apply(graphdef, state, x):
     return nnx.merge(graphdef, state)(x)
 
 
-def _module_key(width: int, eps: float, dtype, in_dtype: bool) -> tuple:
-    return ("RMSNorm", width, eps, str(np.dtype(dtype)), in_dtype)
-
-
-def _module(width: int, eps: float, dtype, in_dtype: bool) -> nnx.RMSNorm:
-    key = _module_key(width, eps, dtype, in_dtype)
+def _module(width: int, eps: float, dtype, in_dtype: bool) -> tuple[nnx.RMSNorm, tuple]:
+    """The cached nnx.RMSNorm for (width, eps, dtype, in_dtype), and its key."""
+    key = ("RMSNorm", width, eps, str(np.dtype(dtype)), in_dtype)
     if key not in _MODULES:
         dtypes = dict(dtype=dtype, param_dtype=dtype) if in_dtype else {}  # else flax's defaults
         _MODULES[key] = _built(lambda: nnx.RMSNorm(width, epsilon=eps, rngs=nnx.Rngs(0), **dtypes))
-    return _MODULES[key]
+    return _MODULES[key], key
 
 
 def _run(op: str, contract: Contract, inputs: CaseInputs, in_dtype: bool) -> np.ndarray:
     x, weight = np.asarray(inputs.arrays["x"]), np.asarray(inputs.arrays["weight"])
     if weight.shape[-1] != x.shape[-1]:  # a (head_dim,) weight on a full-vector norm: tiled
         weight = np.tile(weight, x.shape[-1] // weight.shape[-1])
-    norm = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
+    norm, key = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
     set_weight(norm, "scale", weight)
     rows = x.shape[0]
     # zero padding rows are harmless (rows are independent, eps keeps them finite), sliced off
     padded = np.pad(x, ((0, padded_rows(rows) - rows), (0, 0)))
-    key = _module_key(x.shape[-1], contract.eps, x.dtype, in_dtype) + ("forward",)
-    return np.array(_through(key, norm, _apply, padded))[:rows]
+    return np.array(_through(key + ("forward",), norm, _apply, padded))[:rows]
 
 
 rms_norm = functools.partial(_run, in_dtype=False)
@@ -126,15 +122,14 @@ def _backward(op: str, contract: Contract, inputs: CaseInputs, dy: np.ndarray, i
     weight = case_weight
     if weight.shape[-1] != x.shape[-1]:  # tiled, as in the forward
         weight = np.tile(weight, x.shape[-1] // weight.shape[-1])
-    norm = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
+    norm, key = _module(x.shape[-1], contract.eps, x.dtype, in_dtype)
     set_weight(norm, "scale", weight)
     rows = x.shape[0]
     # Padded as jax_own.backward pads (its comment says why that leaves dscale exact): x with
     # alternating +-1 rows (finite forward values under any eps), dy with zero rows, so a padded row
     # adds an exact 0 to dscale; its dx is sliced off.
     padded = padded_rows(rows)
-    key = _module_key(x.shape[-1], contract.eps, x.dtype, in_dtype) + ("backward",)
-    dx, grads = _through(key, norm, _vjp, pad_nonzero(x, padded), np.pad(dy, ((0, padded - rows), (0, 0))))
+    dx, grads = _through(key + ("backward",), norm, _vjp, pad_nonzero(x, padded), np.pad(dy, ((0, padded - rows), (0, 0))))
     dscale = np.asarray(grads["scale"])
     if case_weight.shape[-1] != dscale.shape[-1]:  # fold the tiled copies back onto the weight
         folded = dscale.astype(np.float32).reshape(-1, case_weight.shape[-1]).sum(axis=0)

@@ -364,6 +364,8 @@ def call_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling
 
 
 def judge_called(called: Called) -> list[Outcome]:
+    """The call's outcomes, judged and marked for batch invariance (a failure of normdiff's own
+    judging costs these outcomes, not the run)."""
     task = called.task
     try:
         if called.broken is not None:
