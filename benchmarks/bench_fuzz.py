@@ -7,7 +7,7 @@ implementations, and what bounds it: each part of one example timed on its own.
     prepare      runner.prepare: the case's inputs, the float64 oracle, the budget, the reference
     round trip   one worker call over the pipe (pickling both ways, the worker's checks), of which
     impl         the implementation's own time in the worker (JAX: compiling each new shape)
-    judge        runner._judge_task on the reply
+    judge        runner.judge_task on the reply
     fuzz         the real loop (fuzz.fuzz for --seconds): evaluations per second, and that against
                  the target of 3,000 per second
 
@@ -78,7 +78,7 @@ def parts(impl, cases: list) -> dict:
         own = sum(r[2] for r in replies if r[0] == "ok")
         start = time.perf_counter()
         for p, r in zip(prepared, replies):
-            runner._judge_task(runner.Task(impl, [p]), r)
+            runner.judge_task(runner.Task(impl, [p]), r)
         judged = time.perf_counter() - start
     n = len(cases)
     return {"prepare": 1e3 * prepare / n, "round trip": 1e3 * trip / n, "impl": 1e3 * own / n,
