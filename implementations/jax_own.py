@@ -103,11 +103,7 @@ def format_index(dtype) -> np.int32:
     return np.int32(FORMATS.index(np.dtype(dtype)))
 
 
-def _round(v, fmt):
-    """float32 `v` rounded to the format `fmt` indexes (ties to even), kept as float32."""
-    return _rounded(v, fmt)
-
-
+# _round(v, fmt): float32 `v` rounded to the format `fmt` indexes (ties to even), kept as float32.
 # The derivative of a rounding is taken as 1 (as autograd takes a .to(dtype)), and its cotangent is
 # rounded to the format in turn: the transpose of the float32 -> dtype -> float32 round trip this
 # emulates, so every gradient flowing into a value the forward holds in `dtype` is a `dtype` value,
@@ -118,25 +114,26 @@ def _round(v, fmt):
 # an element whose forward value is a float16 subnormal would pass no gradient at all. The forward
 # value is unchanged: custom_vjp only replaces the derivative. The format index gets no cotangent.
 @jax.custom_vjp
-def _rounded(v, fmt):
+def _round(v, fmt):
     return _cast(v, fmt)
 
 
-def _rounded_fwd(v, fmt):
+def _round_fwd(v, fmt):
     return _cast(v, fmt), fmt
 
 
-def _rounded_bwd(fmt, ct):
+def _round_bwd(fmt, ct):
     return _cast(ct, fmt), None
 
 
-_rounded.defvjp(_rounded_fwd, _rounded_bwd)
+_round.defvjp(_round_fwd, _round_bwd)
 
 
 def _cast(v, fmt):
     """`v` rounded to each format, the one `fmt` indexes selected: a select, not control flow, so
     XLA fuses it into the surrounding elementwise code as it fused the one rounding of a program per
-    dtype (the outputs are bit-identical to those programs')."""
+    dtype (the default run's outputs are bit-identical to those programs', but for float32 RoPE,
+    where the per-dtype program had contracted h * cos + r * sin into an FMA the selects now stop)."""
     return lax.select_n(fmt, v, *(_cast_to(v, dtype) for dtype in FORMATS[1:]))
 
 
@@ -449,7 +446,7 @@ def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[n
 # float32: no rounding). A per-head weight tiled across the row gets the transpose of jnp.tile: its
 # gradient summed over the heads (in float32, before that rounding). The forward's roundings to the
 # input dtype (`_round`: the Llama cast, RoPE's products, the output) round the cotangent in turn
-# (see `_rounded`).
+# (see `_round`).
 #
 # Why the padding cannot change dw (or anything kept): rows are independent, so padded rows only
 # reach the weight's gradient, a sum over rows of (the cotangent at the weight's product) x (the

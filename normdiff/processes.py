@@ -179,9 +179,11 @@ def forked(fn, *args):
     Only on Linux, only while no other Python thread runs, and only where no framework that keeps
     native thread pools is loaded (JAX, PyTorch, ...: the Python API may run in such a process; the
     CLI never loads one): a fork copies the calling thread alone, and a lock another thread held
-    stays held in the child forever. Elsewhere fn runs in the caller, at `result()`. The child takes the default action for SIGINT, SIGTERM and SIGHUP (it dies; the
-    parent says what happened), dies with the parent, writes nothing but its result to a pipe, and
-    never outlives the block: leaving it early (an exception, Ctrl-C) kills and reaps it."""
+    stays held in the child forever. Elsewhere fn runs in the caller, at `result()`.
+
+    The child takes the default action for SIGINT, SIGTERM and SIGHUP (it dies; the parent says what
+    happened), dies with the parent, writes nothing but its result to a pipe, and never outlives
+    the block: leaving it early (an exception, Ctrl-C) kills and reaps it."""
     import threading
 
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")) or threading.active_count() > 1 \
@@ -194,13 +196,14 @@ def forked(fn, *args):
     if pid == 0:  # the child: never returns into the caller's code
         _child(fn, args, read_end, write_end, parent)
     os.close(write_end)
-    state = {"pid": pid}
+    running = True
 
     def result():
+        nonlocal running
         with os.fdopen(read_end, "rb") as pipe:  # read to the end first: the child may fill the pipe
             payload = pipe.read()
         _, status = os.waitpid(pid, 0)
-        state["pid"] = None
+        running = False
         if not payload:
             raise RuntimeError(f"the forked child computing {getattr(fn, '__name__', fn)} ended without a "
                                f"result (wait status {status})")
@@ -212,7 +215,7 @@ def forked(fn, *args):
     try:
         yield result
     finally:
-        if state["pid"] is not None:
+        if running:
             _kill(pid)
             os.waitpid(pid, 0)
             try:

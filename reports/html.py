@@ -67,8 +67,7 @@ def render_html(report, out_dir=None, plots_on: bool | None = None) -> str:
     leaves them out (default: when matplotlib is installed)."""
     text, drawn = page_and_plots(report, plots_on)
     if out_dir is not None:
-        for name, png in drawn.items():
-            markup.write_plot(out_dir, name, png)
+        markup.write_plots(out_dir, drawn)
     return text
 
 

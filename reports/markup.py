@@ -260,12 +260,13 @@ class Page:
         return f"<!--figure {self.token} {esc(name)}-->"
 
 
-def write_plot(out_dir, name: str, png: bytes) -> None:
-    """A page's plot as OUT_DIR/plots/NAME.png."""
+def write_plots(out_dir, drawn: dict[str, bytes]) -> None:
+    """A page's plots (Page.drawn) as OUT_DIR/plots/NAME.png."""
     from pathlib import Path
 
     from normdiff.files import atomic_write
 
     folder = Path(out_dir) / "plots"
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / f"{name}.png", png)
+    for name, png in drawn.items():
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(folder / f"{name}.png", png)

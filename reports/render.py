@@ -36,8 +36,7 @@ def write(report, out_dir: str | os.PathLike) -> Path:
             atomic_write(stage / "meta.json", json.dumps(report.meta, indent=2, default=str) + "\n")
             atomic_write(stage / "junit.xml", junit.junit_xml(report))
             text, drawn = page()
-        for name, png in drawn.items():
-            markup.write_plot(stage, name, png)
+        markup.write_plots(stage, drawn)
         atomic_write(stage / "report.html", text)
     return out
 

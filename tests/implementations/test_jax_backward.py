@@ -21,7 +21,7 @@ k ulp at A):
     to the dtype: the final one of each gradient (0.5 ulp) and one ulp at S for each other rounding
     on its path (`dtype_roundings`):
       - the Llama cast: the forward rounds u = x / d and offset + w to the dtype, and JAX's vjp
-        rounds the cotangent at each of those points (jax_own's `_rounded`): dx carries the rounded
+        rounds the cotangent at each of those points (jax_own's `_round`): dx carries the rounded
         weight and the rounded cotangent at u (2); with a gate after the norm, the cotangent at the
         rounded product too (+1); dw carries the rounded u (1) and, the rounded scale being per
         column, its per-column partial sums rounded before the heads sharing it are added (1/2 per
@@ -262,7 +262,7 @@ def test_jax_own_backward_close_to_exact_vjp(op, convention, dtype, jax_own):
 def test_float16_subnormal_cotangents_are_kept(op, convention, jax_own):
     """dy ~ 1e-4 ("tiny"): most of it float16 subnormals. reduce_precision, which jax_own's forward
     rounds with, flushes subnormals, and so would its transpose on the cotangent (measured 230-580
-    ulp before jax_own's `_rounded` rule): the Llama cast and RoPE pass these cotangents through."""
+    ulp before jax_own's `_round` rule): the Llama cast and RoPE pass these cotangents through."""
     case = make_case(op, convention, "float16")
     inputs = case.inputs()
     dy = upstream(case, inputs, "tiny")
