@@ -27,6 +27,9 @@ from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.implementations.frameworks import FRAMEWORKS
 
 KINDS = ("reference", "own", "framework", "model", "mutant", "user")
+# the kinds whose implementations are expected to fail: a mutant is a contract bug on purpose, and the
+# harness's self-test is that it disagrees ("caught"); engine/verdict.py reads this, nothing else
+EXPECTED_TO_FAIL_KINDS = ("mutant",)
 TIERS = ("default", "full")
 
 
@@ -82,6 +85,11 @@ class Implementation:
         object.__setattr__(self, "resources", _resource_pairs(self.name, self.resources))
 
     @property
+    def expected_to_fail(self) -> bool:
+        """Whether it is expected to disagree (a mutant): its rows are caught or missed, never failures."""
+        return self.kind in EXPECTED_TO_FAIL_KINDS
+
+    @property
     def passes(self) -> tuple[str, ...]:
         """The passes it runs: "forward" when it has an entry, "backward" when it has a backward."""
         return tuple(p for p, entry in (("forward", self.entry), ("backward", self.backward)) if entry)
@@ -97,7 +105,7 @@ class Implementation:
         framework's arrays have no strides: it would get a contiguous copy), or None."""
         if layout == CONTIGUOUS:
             return None
-        if self.kind == "mutant":  # its layout twins would only repeat its contiguous cases, a call each
+        if self.expected_to_fail:  # a mutant's layout twins would only repeat its contiguous cases, a call each
             return f"{self.name} is a mutant: a contract bug, run in contiguous memory only"
         if FRAMEWORKS[self.framework].strides:
             return None

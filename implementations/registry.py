@@ -25,3 +25,8 @@ def get(name: str) -> Implementation:
     if name not in _builtins():
         raise UsageError(unknown("implementation", name, _builtins()))
     return _builtins()[name]
+
+
+def find(name: str) -> Implementation | None:
+    """The built-in of this name, or None (a name that may be no built-in: a known finding's library)."""
+    return _builtins().get(name)

@@ -42,8 +42,8 @@ from normdiff.clock import utc_now
 from normdiff.files import atomic_write
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
+from normdiff.harness.engine import verdict
 from normdiff.reports.markup import markdown_table, md_code, md_text
-from normdiff.reports.views.mutants import KILLS
 from normdiff.text import number, printable
 
 FORMAT = "normdiff-baseline/1"
@@ -420,14 +420,14 @@ def _classify(add, case_id: str, impl: str, b: dict | None, c: dict | None, new:
     before, after = (b["outcome"] if b else ""), (c["outcome"] if c else "unsupported")
     b_ran, c_ran = bool(b) and before not in NOT_RUN, bool(c) and after not in NOT_RUN
     known = bool(c and c["known_finding"])
-    mutant = kind == "mutant"
+    mutant = verdict.expects_failure(kind)
     if not c_ran:
         if b_ran:
             add("not_run", case_id, impl, kind, before, after, b, c,
                 f"ran in the baseline ({before}), {after} now")
         return
     if not b_ran:
-        if _failing(after) and not mutant and not known:
+        if verdict.row_verdict(after, mutant, c["known_finding"]) == verdict.FAILS:
             what = new or f"{before or 'unsupported'} in the baseline"
             add("regression", case_id, impl, kind, before, after, b, c, f"new disagreement ({what}): {after}")
         elif not new:
@@ -471,13 +471,14 @@ def _mutants(add, base: pd.DataFrame, results: pd.DataFrame, cur_impls: dict, ba
     """A mutant caught in the baseline and missed now is a regression: the harness went blind."""
     if not len(results):
         return
-    for name in sorted(n for n, k in cur_impls.items() if k == "mutant" and n in base_impls):
-        was = base[(base["implementation"] == name) & base["outcome"].isin(KILLS)]
+    for name in sorted(n for n, k in cur_impls.items() if verdict.expects_failure(k) and n in base_impls):
+        before = base[base["implementation"] == name]
+        was = before[[v == verdict.CAUGHT for v in verdict.row_verdicts(before)]]
         rows = results[results["implementation"] == name]
         ran = rows[~rows["outcome"].astype(str).isin(NOT_RUN)]
         if was.empty or ran.empty:
             continue  # never caught, or not run now (not_run says so per cell)
-        if not ran["outcome"].astype(str).isin(KILLS).any():
+        if verdict.CAUGHT not in verdict.row_verdicts(ran):
             cases = sorted(was["case_id"])
             add("regression", "", name, "mutant", "caught", "missed", None, None,
                 f"mutant caught in the baseline by {len(cases)} case(s) ({', '.join(cases[:3])}"

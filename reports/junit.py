@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 
 from normdiff.clock import utc_now
-from normdiff.harness.data.outcomes import NOT_RUN, PASSING
+from normdiff.harness.data.outcomes import NOT_RUN
+from normdiff.harness.engine import verdict
 from normdiff.harness.engine.tables import ranked
 from normdiff.reports import messages
-from normdiff.reports.views.mutants import KILLS
 
 BODY_ROWS = 50  # failing cases listed in one failure's body
 # the columns read here besides the messages' own (messages.COLUMNS)
@@ -84,7 +84,7 @@ def testcases(results: pd.DataFrame) -> list[dict]:
             unavailable = [r for r, o in zip(rows, outcomes) if o == "unavailable"]
             reason = str(unavailable[0]["detail"]) if unavailable else "nothing to run"
             case.update(status="skipped", message=reason or "unavailable")
-        elif kind == "mutant":
+        elif verdict.expects_failure(kind):
             _mutant(case, ran, op, convention)
         else:
             _implementation(case, ran, op, convention)
@@ -100,10 +100,9 @@ def _by_test(records: list[dict]) -> dict[tuple, list[dict]]:
     return tests
 
 
-def _explained(row: dict) -> bool:
-    """Whether a known finding explains the row (engine.tables.explained, for one row)."""
-    finding = row.get("known_finding")
-    return not (finding is None or finding != finding) and str(finding) != ""
+def _verdict(row: dict) -> str:
+    """The row's verdict (engine/verdict.py)."""
+    return verdict.row_verdict(row["outcome"], verdict.expects_failure(str(row["kind"])), row.get("known_finding"))
 
 
 def _counts(rows: list[dict]) -> str:
@@ -113,9 +112,8 @@ def _counts(rows: list[dict]) -> str:
 
 def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> None:
     """`ran`: the rows that ran, worst first (engine.tables.ranked)."""
-    failing = [r for r in ran if str(r["outcome"]) not in PASSING]
-    bad = [r for r in failing if not _explained(r)]
-    accepted = [r for r in failing if _explained(r)]
+    bad = [r for r in ran if _verdict(r) == verdict.FAILS]
+    accepted = [r for r in ran if _verdict(r) == verdict.EXCUSED]
     notes = [f"{len(ran)} case(s) of {op}@{convention} ran: " + _counts(ran)]
     if accepted:
         notes.append(f"{len(accepted)} case(s) explained by a known finding (not failures):")
@@ -137,10 +135,10 @@ def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> No
 
 
 def _mutant(case: dict, ran: list[dict], op: str, convention: str) -> None:
-    killed = [r for r in ran if str(r["outcome"]) in KILLS]
+    killed = [r for r in ran if _verdict(r) == verdict.CAUGHT]
     caught: dict[str, bool] = {}  # regime -> whether a case in it kills the mutant
     for r in ran:
-        caught[r["regime"]] = caught.get(r["regime"], False) or str(r["outcome"]) in KILLS
+        caught[r["regime"]] = caught.get(r["regime"], False) or _verdict(r) == verdict.CAUGHT
     exposing = ", ".join(sorted(regime for regime, kills in caught.items() if kills))
     invisible = ", ".join(sorted(regime for regime, kills in caught.items() if not kills))
     if killed:

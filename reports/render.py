@@ -13,6 +13,7 @@ import pandas as pd
 
 from normdiff import processes
 from normdiff.files import atomic_write
+from normdiff.harness.engine import verdict
 from normdiff.reports import folder, html, junit, markup
 from normdiff.reports.markdown import summary_markdown
 from normdiff.reports.views import VIEWS
@@ -50,7 +51,7 @@ def terminal(report) -> str:
         return printable(value, newlines=False)
 
     summary = report.summary[SUMMARY_COLUMNS + ["worst_max_ulp"]]
-    summary = summary[summary["kind"] != "mutant"]
+    summary = summary[~verdict.expected(summary)]
     summary = summary.loc[:, (summary != 0).any(axis=0)]  # drop all-zero outcome columns
     summary = summary.assign(**{c: summary[c].map(one) for c in summary.columns
                                 if not pd.api.types.is_numeric_dtype(summary[c])})

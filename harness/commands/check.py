@@ -6,7 +6,7 @@ inputs, judged against that convention's contract), so a convention with few cas
 the suite is still checked over every regime. Each runs at its own eps: the convention's config eps,
 or `eps` when given (the user's model eps), and the other eps values the suite has.
 
-Verdicts, and the exit status each gives:
+Verdicts (engine/verdict.py decides them, as it does a run's), and the exit status each gives:
   agrees     0  every case that ran agrees (rows a known finding explains count as agreeing)
   disagrees  1  some case disagrees (with a diagnosis)
   error      2  nothing ran: the target cannot be loaded or called (the reason is said)
@@ -28,7 +28,8 @@ from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
-from normdiff.harness.engine.tables import explained, repro_command
+from normdiff.harness.engine import verdict as verdicts
+from normdiff.harness.engine.tables import repro_command
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
@@ -54,6 +55,8 @@ class CheckResult:
     message: str = ""
     # the suite's cases in a memory layout its framework cannot give it (no strides), left out
     layouts_skipped: str = ""
+    # the known findings its rows show (engine/verdict.py): {explanation, cases, example}
+    known_findings: list = field(default_factory=list)
     report: object = None  # the full Report, for the curious
 
     @property
@@ -66,7 +69,8 @@ class CheckResult:
                 "diagnosis": [m.as_dict() for m in self.diagnosis.matches],
                 "fits": [f.as_dict() for f in self.diagnosis.fits], "worst_case": self.worst_case,
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
-                "message": self.message, "layouts_skipped": self.layouts_skipped, "rows": self.rows}
+                "message": self.message, "layouts_skipped": self.layouts_skipped,
+                "known_findings": self.known_findings, "rows": self.rows}
 
 
 def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
@@ -165,30 +169,30 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     rows = report.results
     outcome = rows["outcome"].astype(str)
-    known = explained(rows)
-    failed, disagreeing = outcome.isin(FAILED_TO_RUN), outcome.isin(DISAGREEING) & ~known
-    counts = {"total": len(rows), "agree": int((outcome.isin(PASSING) | (known & ~failed)).sum()),
+    said = verdicts.row_verdicts(rows)
+    excused = np.array([v == verdicts.EXCUSED for v in said], dtype=bool)
+    failed = outcome.isin(FAILED_TO_RUN)
+    disagreeing = outcome.isin(DISAGREEING) & np.array([v == verdicts.FAILS for v in said], dtype=bool)
+    counts = {"total": len(rows), "agree": int((outcome.isin(PASSING) | (excused & ~failed)).sum()),
               "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
-              "error": int(failed.sum()), "known_finding": int(known.sum())}
-    result = CheckResult("agrees", op, convention, impl.name, impl.framework, counts, report=report)
+              "error": int(failed.sum()), "known_finding": int(sum(excused))}
+    result = CheckResult(verdicts.check(rows), op, convention, impl.name, impl.framework, counts, report=report)
     result.output_dtype = _output_dtype(rows)
     result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
-    if counts["error"] == counts["total"]:  # nothing ran: the target cannot be loaded or called
-        result.verdict, result.message = "error", _first_detail(rows)
+    if result.verdict == "error":  # nothing ran: the target cannot be loaded or called
+        result.message = _first_detail(rows)
         return result
     result.not_run = _not_run(rows[failed])
-    if counts["disagree"]:
-        result.verdict = "disagrees"
+    if result.verdict == "disagrees":
         bad = rows[disagreeing]
         outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
         agreeing = rows.loc[outcome.isin(PASSING), "case_id"]
         result.diagnosis = _diagnose(outputs, op, convention, agreeing)
         result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
-    elif counts["error"]:
-        result.verdict = "partial"
     if result.verdict != "disagrees":
-        result.margin = _margin(rows[~failed])
+        result.margin = _margin(rows[~failed & ~excused])  # a known finding's rows are said apart
+    result.known_findings = _known_findings(rows[excused])
     return result
 
 
@@ -233,6 +237,12 @@ def _not_run(failed) -> list[dict]:
     groups = failed.assign(reason=[messages.detail(r) or str(r["outcome"]) for _, r in failed.iterrows()])
     return [{"dtype": dtype, "cases": int(len(g)), "reason": reason, "example": str(g["case_id"].iloc[0])}
             for (dtype, reason), g in groups.groupby(["dtype", "reason"], sort=True)]
+
+
+def _known_findings(excused) -> list[dict]:
+    """The known findings the excused rows show, each with how many cases and one of them."""
+    return [{"explanation": text, "cases": int(len(g)), "example": str(g["case_id"].iloc[0])}
+            for text, g in excused.groupby("known_finding", sort=True)]
 
 
 def _output_dtype(rows) -> str:
@@ -292,6 +302,9 @@ def describe(result: CheckResult, target: str) -> str:
     for group in result.not_run:
         lines.append(f"  could not run, {one(group['dtype'])} ({group['cases']} case(s), "
                      f"e.g. {one(group['example'])}): {group['reason']}")
+    for finding in result.known_findings:
+        lines.append(f"  known finding, {finding['cases']} case(s), e.g. {one(finding['example'])}: "
+                     f"{finding['explanation']}")
     if result.output_dtype:
         lines.append(f"  output dtype: {one(result.output_dtype)}")
     if result.layouts_skipped:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from normdiff.cases.suites import Suite
 from normdiff.interrupts import Interrupted
 from normdiff.harness.data.budgets import budget_table
-from normdiff.harness.engine import campaign, provenance, runner
+from normdiff.harness.engine import campaign, provenance, runner, verdict
 from normdiff.implementations.entry import Implementation
 
 
@@ -51,16 +51,19 @@ def run(suite: Suite, implementations: list[Implementation], timeout: float = 60
             stop.partial.meta["incomplete"] = (f"stopped by {stop.name} after {len(partial.outcomes)} of "
                                                f"{partial.planned} outcomes")
         raise
-    return _tables(suite, implementations, data, keep_outputs)
+    return _tables(suite, implementations, data, keep_outputs, timeout)
 
 
 def _tables(suite: Suite, implementations: list[Implementation], data: runner.RunData,
-            keep_outputs: bool | str) -> RunTables:
+            keep_outputs: bool | str, timeout: float | None = None) -> RunTables:
+    """The run's tables. `timeout`: the limit for the calls of a known finding's library that its
+    evidence needs (`exemplar_rows`); None (a stopped run) makes none."""
     from normdiff.harness.engine import tables
 
-    targets = {impl.name: dict(impl.params).get("target", "") for impl in implementations if impl.params}
-    results, stale = tables.annotate(tables.results_frame(data.outcomes), targets=targets)
-    failing = tables.failing_implementations(results)
+    results = tables.results_frame(data.outcomes)
+    exemplars = exemplar_rows(suite, results, timeout) if timeout is not None else None
+    results, stale = verdict.annotate(results, exemplars=exemplars)
+    failing = verdict.failing_implementations(results)
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
             "cases": len(suite), "implementations": len(implementations), "seconds": data.seconds,
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
@@ -68,6 +71,32 @@ def _tables(suite: Suite, implementations: list[Implementation], data: runner.Ru
             "git_revision": provenance.git_revision()}
     outputs = tables.keep_outputs(data.outcomes, results, keep_outputs)
     return RunTables(results, tables.pairs_frame(data.outcomes, data.pairs), meta, outputs, suite.cases)
+
+
+def exemplar_rows(suite: Suite, results, timeout: float):
+    """Rows of the libraries known findings were seen in, on the cases where another implementation
+    may show one of them and the library did not run (verdict.wanted_exemplars): the evidence that
+    a user's function wrapping F.layer_norm gives F.layer_norm's numbers. None when none is wanted
+    or none can run here. Made quietly, with the run's timeout; they are evidence, never rows of
+    the report."""
+    from normdiff.harness.engine import tables
+    from normdiff.implementations import registry
+
+    wanted = verdict.wanted_exemplars(results)
+    frames = []
+    for name, case_ids in sorted(wanted.items()):
+        impl = registry.find(name)
+        if impl is None or impl.unavailable_reason():
+            continue
+        cases = tuple(c for c in suite.cases if c.id in case_ids and impl.runs(c))
+        if cases:
+            data = runner.run(Suite(f"{suite.name}[evidence]", "", cases, suite.path), [impl], timeout=timeout)
+            frames.append(tables.results_frame(data.outcomes))
+    if not frames:
+        return None
+    import pandas as pd
+
+    return pd.concat(frames, ignore_index=True)
 
 
 def _import_tables() -> None:

@@ -19,9 +19,9 @@ COLUMNS = ["case_id", "dtype", "a", "b", "identical", "identical_elements", "max
 
 
 def pairable(o) -> bool:
-    """Whether outcome `o` takes part in pairs. Mutants are left out: each is its own group by
-    design, and the kill matrix speaks for them."""
-    return o.output is not None and o.measurement.outcome not in NOT_RUN and o.impl.kind != "mutant"
+    """Whether outcome `o` takes part in pairs. Implementations expected to fail (mutants) are left
+    out: each is its own group by design, and the kill matrix speaks for them."""
+    return o.output is not None and o.measurement.outcome not in NOT_RUN and not o.impl.expected_to_fail
 
 
 def rows(outcomes) -> list[dict]:

@@ -25,9 +25,7 @@ from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from normdiff.cases.model import Case
-from normdiff.harness.data.findings import KNOWN, Finding, allows
-from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN, PASSING
-from normdiff.harness.engine import judge, runner
+from normdiff.harness.engine import judge, runner, verdict
 from normdiff.harness.engine.pool import Worker
 from normdiff.harness.engine.runner import Outcome, Prepared
 from normdiff.implementations.entry import Implementation
@@ -42,8 +40,6 @@ class Session:
         implementation (default pool.load_timeout_for(timeout))."""
         self.implementations = list(implementations)
         self.timeout, self.load_timeout = timeout, load_timeout
-        # a user implementation's target, for the known findings about that library function
-        self.targets = {i.name: dict(i.params).get("target", "") for i in self.implementations if i.params}
         self.unavailable: dict[str, str] = {}  # name -> why it cannot run here (not installed)
         self.failed: dict[str, tuple] = {}  # name -> the reply its load gave (error, unavailable, timeout)
         self.hung: dict[str, str] = {}  # filled by runner.run_task; never consulted (keep_calling)
@@ -172,37 +168,24 @@ class Session:
 
     # ---- what fails ------------------------------------------------------------------------------
 
-    def known_finding(self, outcome: Outcome) -> str:
-        """The explanation of the known finding (harness/data/findings.py) that explains this
-        outcome, or ""."""
-        return explaining(outcome, self.targets)
-
     def failures(self, outcomes: list[Outcome]) -> list[Outcome]:
-        """The outcomes `run` would count as failures: a non-mutant's outside identical / agree /
-        unsupported / unavailable that no known finding explains; a mutant's disagree or
-        nan_mismatch (the mutant caught, as the kill matrix counts it)."""
-        return [o for o in outcomes if is_failure(o, self.known_finding(o))]
+        """The outcomes a fuzzer searches for (engine/verdict.py, SEARCHED): those `run` would count
+        as failures, and a mutant's disagree or nan_mismatch (the mutant caught, as the kill matrix
+        counts it). A known finding excuses an outcome by the same rule as in a run: the evidence is
+        the outcomes given (its library's among them, when it is one of the session's)."""
+        candidates = [o for o in outcomes
+                      if verdict.row_verdict(o.measurement.outcome, o.impl.expected_to_fail) in verdict.SEARCHED]
+        if not candidates or all(o.impl.expected_to_fail for o in candidates):
+            return candidates
+        known = known_findings(outcomes)
+        return [o for o in candidates if verdict.row_verdict(o.measurement.outcome, o.impl.expected_to_fail,
+                                                             known.get((o.case.id, o.impl.name), "")) in verdict.SEARCHED]
 
 
-def is_failure(outcome: Outcome, known: str = "") -> bool:
-    result = outcome.measurement.outcome
-    if outcome.impl.kind == "mutant":
-        return result in DISAGREEING
-    return result not in PASSING + NOT_RUN and not known
+def known_findings(outcomes: list[Outcome]) -> dict[tuple[str, str], str]:
+    """(case id, implementation) -> the known finding its outcome shows ("" for none), judged as a
+    run's table is (verdict.annotate), with these outcomes as the evidence."""
+    from normdiff.harness.engine import tables  # pandas: only once some outcome may be excused
 
-
-def explaining(outcome: Outcome, targets: dict | None = None, known: tuple[Finding, ...] = KNOWN) -> str:
-    """What engine/tables.py's `annotate` would put in this outcome's known_finding column: the
-    same columns matched, on one row."""
-    row = None
-    for finding in known:
-        names = {finding.implementation} | {n for n, t in (targets or {}).items() if t in finding.targets}
-        if outcome.impl.name not in names or outcome.measurement.outcome != finding.outcome:
-            continue
-        if row is None:  # tables imports pandas: only for an outcome some finding may explain
-            from normdiff.harness.engine.tables import case_columns
-
-            row = {k: str(v) for k, v in case_columns(outcome.case).items()}
-        if all(allows(value, row.get(column, "")) for column, value in finding.where):
-            return finding.explanation
-    return ""
+    frame, _ = verdict.annotate(tables.results_frame(outcomes))
+    return dict(zip(zip(frame["case_id"], frame["implementation"]), frame["known_finding"]))

@@ -7,27 +7,21 @@ and the command that replays a row that did not pass. `pairs` has one row per ca
 implementations that both produced an output: whether the two are bit-identical and how far apart
 they are in ULPs. Every report view (reports/views/) is a pandas computation on these two tables.
 
-Also here, because a run needs them before any report exists: marking rows a known finding explains
-(`annotate`), the rows that fail a run (`failing_rows`), and the ranking of each implementation's
-rows worst first (`ranked`), which decides which outputs a run keeps for its side-by-sides.
+Also here, because a run needs it before any report exists: the ranking of each implementation's
+rows worst first (`ranked`), which decides which outputs a run keeps for its side-by-sides. Which
+rows fail, are excused by a known finding or are expected to fail is engine/verdict.py's.
 Imports pandas: the engine's api imports this module only once the workers are computing.
 """
 from __future__ import annotations
 
-import re
 import shlex
 
 import numpy as np
 import pandas as pd
 
-from normdiff.harness.data.findings import KNOWN, Finding
-from normdiff.harness.data.ops import OPS
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
-from normdiff.harness.engine import pairs
-
-# results.csv columns naming the regimes of the ops' chosen operands (weights, gate), in the op
-# records' order: after "regime", before "seed"
-CHOICE_COLUMNS = tuple(dict.fromkeys(o.column for op in OPS.values() for o in op.chosen))
+from normdiff.harness.engine import pairs, verdict
+from normdiff.harness.engine.columns import case_columns
 
 
 def repro_command(case_id: str, implementation, replays: dict | None = None) -> str:
@@ -42,15 +36,6 @@ def repro_command(case_id: str, implementation, replays: dict | None = None) -> 
 def replays(implementations) -> dict:
     """name -> repro arguments, for the implementations `normdiff repro` cannot find by name."""
     return {i.name: list(i.replay) for i in implementations if tuple(i.replay) != ("--implementation", i.name)}
-
-
-def case_columns(c) -> dict:
-    """A case's columns of the results table."""
-    chosen = {operand.column: c.choice(operand.name) for operand in c.record.chosen}
-    return {"case_id": c.id, "pass": c.pass_, "output": c.output, "op": c.op, "convention": c.convention,
-            "dtype": c.dtype, "shape": c.shape_text, "regime": c.regime,
-            **{name: chosen.get(name, "") for name in CHOICE_COLUMNS}, "eps": c.contract.eps, "dy": c.dy,
-            "layout": c.layout, "seed": c.seed}
 
 
 def results_frame(outcomes) -> pd.DataFrame:
@@ -80,56 +65,7 @@ def pairs_frame(outcomes=None, rows: list[dict] | None = None) -> pd.DataFrame:
     return frame.sort_values(["case_id", "a", "b"], kind="stable").reset_index(drop=True)
 
 
-# ---- known findings ---------------------------------------------------------------------------
-
-
-def finding_mask(finding: Finding, results: pd.DataFrame, targets: dict | None = None) -> pd.Series:
-    """The rows a finding is about: its implementation's, or those of a user implementation whose
-    target (`targets`: implementation name -> target) is the same library function."""
-    names = {finding.implementation} | {n for n, t in (targets or {}).items() if t in finding.targets}
-    hit = results["implementation"].isin(names)
-    for column, value in finding.where:  # a value, a tuple of the values it may have, or a pattern
-        cells = results[column].astype(str)
-        hit &= cells.str.fullmatch(value.pattern) if isinstance(value, re.Pattern) else \
-            cells.isin(value if isinstance(value, tuple) else (value,))
-    return hit
-
-
-def explained(rows: pd.DataFrame) -> pd.Series:
-    """Which rows a known finding explains (False everywhere for a table without the column; a
-    table read back from CSV has NaN where there is none)."""
-    if "known_finding" not in rows:
-        return pd.Series(False, index=rows.index)
-    return rows["known_finding"].fillna("").astype(str) != ""
-
-
-def annotate(results: pd.DataFrame, known: tuple[Finding, ...] = KNOWN,
-             targets: dict | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """Mark rows explained by a known finding; also return the findings that did not reproduce.
-    `targets` maps user implementations to their targets (`finding_mask`)."""
-    results = results.assign(known_finding="")
-    stale = []
-    for finding in known:
-        matching = finding_mask(finding, results, targets)
-        shows = matching & (results["outcome"].astype(str) == finding.outcome)
-        results.loc[shows, "known_finding"] = finding.explanation
-        if matching.any() and not shows.any():
-            stale.append(f"{finding.implementation}: expected {finding.outcome} where "
-                         f"{dict(finding.where)}, and it no longer shows: {finding.explanation}")
-    return results, stale
-
-
-# ---- what fails a run, and each implementation's worst rows ------------------------------------
-
-
-def failing_rows(results: pd.DataFrame) -> pd.DataFrame:
-    """Non-mutant rows outside identical/agree, not explained by a known finding."""
-    return results[(results["kind"] != "mutant") & ~results["outcome"].isin(PASSING + NOT_RUN) & ~explained(results)]
-
-
-def failing_implementations(results: pd.DataFrame) -> list[str]:
-    """Non-mutant implementations with an unexplained case outside identical/agree."""
-    return sorted(failing_rows(results)["implementation"].unique())
+# ---- what fails a run (engine/verdict.py decides), and each implementation's worst rows ----------
 
 
 def ranked(results: pd.DataFrame) -> pd.DataFrame:
@@ -138,7 +74,7 @@ def ranked(results: pd.DataFrame) -> pd.DataFrame:
     largest max_ulp first (rows without one, e.g. errors, after those with one)."""
     ran = results[~results["outcome"].isin(NOT_RUN)]
     failing = ~ran["outcome"].isin(PASSING)
-    known = explained(ran)
+    known = verdict.explained(ran)
     rank = np.where(failing & ~known, 0, np.where(failing, 1, 2))
     return (ran.assign(_rank=rank, _ulp=ran["max_ulp"].fillna(-np.inf))
             .sort_values(["implementation", "_rank", "_ulp", "case_id"], ascending=[True, True, False, True],
@@ -155,7 +91,7 @@ def has_output(rows: pd.DataFrame) -> pd.Series:
 def worst_keys(results: pd.DataFrame) -> set[tuple[str, str]]:
     """(case_id, implementation) of each non-mutant implementation's worst row that returned an
     output: the outputs a report needs for its side-by-sides."""
-    rows = ranked(results[results["kind"] != "mutant"])
+    rows = ranked(results[~verdict.expected(results)])
     rows = rows[has_output(rows)].groupby("implementation").head(1)
     return set(zip(rows["case_id"], rows["implementation"]))
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN
+from normdiff.harness.engine import verdict
 from normdiff.reports import markup, plots
 from normdiff.reports.view import View
 
@@ -56,7 +57,7 @@ def report_groups(report, value: str = "agree", dtype: str | None = None, share:
     """The groups among a report's implementations that ran (mutants are each their own group by
     design; the kill summary speaks for them), over the cases of `dtype` when given."""
     results = report.results[["implementation", "outcome", "kind", "dtype"]]  # not the table's forty columns
-    ran = results[~results["outcome"].isin(NOT_RUN) & (results["kind"] != "mutant")]
+    ran = results[~results["outcome"].isin(NOT_RUN) & ~verdict.expected(results)]
     pairs = report.pairs
     if dtype is not None:
         ran, pairs = ran[ran["dtype"] == dtype], pairs[pairs["dtype"] == dtype]

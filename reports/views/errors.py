@@ -1,6 +1,7 @@
 """The worst error of each implementation per input regime, as a multiple of each row's budget."""
 from __future__ import annotations
 
+from normdiff.harness.engine import verdict
 from normdiff.reports import plots
 from normdiff.reports.view import View
 
@@ -9,7 +10,7 @@ def derive(report):
     """regime x implementation (mutants left out): the worst max_ulp / tolerance_ulp, at least
     1e-2 (identical rows would vanish on a log scale); None when nothing was judged."""
     results = report.results
-    rows = results[(results["kind"] != "mutant") & results["max_ulp"].notna() & (results["tolerance_ulp"] > 0)]
+    rows = results[~verdict.expected(results) & results["max_ulp"].notna() & (results["tolerance_ulp"] > 0)]
     if rows.empty:
         return None
     share = (rows["max_ulp"] / rows["tolerance_ulp"]).clip(lower=1e-2)

@@ -1,7 +1,8 @@
 """The rows that fail the run: non-mutant rows outside the budget that no known finding explains."""
 from __future__ import annotations
 
-from normdiff.harness.engine.tables import failing_rows, ranked, repro_command
+from normdiff.harness.engine.tables import ranked, repro_command
+from normdiff.harness.engine.verdict import failing_rows
 from normdiff.reports import markup, messages
 from normdiff.reports.view import View
 from normdiff.reports.views.worst import row_frame

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN, PASSING
+from normdiff.harness.engine import verdict
 from normdiff.reports import markup
 from normdiff.reports.view import View, csv_file
 
@@ -21,7 +22,7 @@ def derive(report) -> pd.DataFrame | None:
     # only the columns read below: every filter would copy the table's forty
     results = results[[c for c in ("implementation", "outcome", "kind", "case_id", "layout", "batch_invariant")
                        if c in results]]
-    ran = results[~results["outcome"].isin(NOT_RUN) & (results["kind"] != "mutant")]
+    ran = results[~results["outcome"].isin(NOT_RUN) & ~verdict.expected(results)]
     laid = ran[ran["layout"].astype(str) != "contiguous"]
     checked = ran[ran["batch_invariant"].fillna("").astype(str) != ""] if "batch_invariant" in ran else ran.iloc[:0]
     if laid.empty and checked.empty:

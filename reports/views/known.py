@@ -2,7 +2,8 @@
 Their rows keep their outcome but do not fail the run; a finding that stops reproducing is said."""
 from __future__ import annotations
 
-from normdiff.harness.engine.tables import explained, repro_command
+from normdiff.harness.engine.tables import repro_command
+from normdiff.harness.engine.verdict import explained
 from normdiff.reports import markup
 from normdiff.reports.view import View
 

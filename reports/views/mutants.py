@@ -1,13 +1,14 @@
 """The kill matrix: which cases catch which mutant, and how plausible each mutant looks.
 
-A mutant is *caught* (killed) by a case when its outcome there is `disagree` or `nan_mismatch`.
-Derived from the results table alone.
+A mutant is *caught* (killed) by a case when that row's verdict is `caught` (engine/verdict.py: a
+`disagree` or `nan_mismatch`). Derived from the results table alone.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN
+from normdiff.harness.data.outcomes import DISAGREEING
+from normdiff.harness.engine import verdict
 from normdiff.reports import markup
 from normdiff.reports.view import View
 
@@ -20,8 +21,10 @@ def mutant_rows(results: pd.DataFrame, columns: tuple[str, ...] | None = None) -
     has some forty, and every filter copies them all) when given."""
     if columns is not None:
         results = results[[c for c in ("kind", "outcome") + columns if c in results]]
-    rows = results[(results["kind"] == "mutant") & ~results["outcome"].isin(NOT_RUN)]
-    return rows.assign(killed=rows["outcome"].isin(KILLS))
+    said = verdict.row_verdicts(results)
+    ran = [v in (verdict.CAUGHT, verdict.MISSED) for v in said]
+    rows = results[ran]
+    return rows.assign(killed=[v == verdict.CAUGHT for v, r in zip(said, ran) if r])
 
 
 def kill_matrix(results: pd.DataFrame) -> pd.DataFrame:

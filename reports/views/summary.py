@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN, OUTCOMES, PASSING
-from normdiff.harness.engine.tables import explained
+from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES
+from normdiff.harness.engine import verdict as verdicts
 from normdiff.reports import markup
 from normdiff.reports.view import View, csv_file
 
@@ -23,31 +23,9 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     table["worst_case"] = worst["case_id"]
     # one groupby over the columns verdict reads, not a filter of the whole table per implementation
     narrow = results[[c for c in ("implementation", "outcome", "kind", "known_finding") if c in results]]
-    verdicts = {name: verdict(rows) for name, rows in narrow.groupby("implementation", sort=False)}
-    table["verdict"] = [verdicts[name] for name in table.index]
+    by_name = {name: verdicts.implementation(rows) for name, rows in narrow.groupby("implementation", sort=False)}
+    table["verdict"] = [by_name[name] for name in table.index]
     return table.reset_index()
-
-
-def verdict(rows: pd.DataFrame) -> str:
-    """What happened to one implementation: 'agrees'; 'disagrees' (a case outside its budget);
-    'partial' (agrees wherever it ran, some cases could not run); 'error' (no case ran);
-    'known finding' (every failing row explained); 'unavailable' / 'nothing to run'; for mutants,
-    'caught' / 'missed'."""
-    ran = rows[~rows["outcome"].isin(NOT_RUN)]
-    if ran.empty:
-        return "unavailable" if (rows["outcome"] == "unavailable").any() else "nothing to run"
-    outcome = ran["outcome"].astype(str)
-    failing = ~outcome.isin(PASSING)
-    if (rows["kind"] == "mutant").all():
-        return "caught" if outcome.isin(DISAGREEING).any() else "missed"
-    unexplained = failing & ~explained(ran)
-    if failing.any() and not unexplained.any():
-        return "known finding"
-    if outcome[unexplained].isin(DISAGREEING).any():
-        return "disagrees"
-    if unexplained.any():
-        return "error" if unexplained.all() else "partial"
-    return "agrees"
 
 
 def _markdown(report, frame) -> str:
@@ -60,7 +38,7 @@ def _unavailable_reasons(results: pd.DataFrame) -> dict[str, str]:
 
 
 def _html(report, summary_frame, page) -> str:
-    summary_frame = summary_frame[summary_frame["kind"] != "mutant"]
+    summary_frame = summary_frame[~verdicts.expected(summary_frame)]
     if summary_frame.empty:
         return '<h2 id="summary">Implementations</h2><p>No implementation ran.</p>'
     columns = [c for c in COLUMNS + ["worst_max_ulp", "worst_case"] if c in summary_frame.columns]

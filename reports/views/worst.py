@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from normdiff.harness.data.outcomes import PASSING
+from normdiff.harness.engine import verdict
 from normdiff.harness.engine.tables import has_output, ranked, repro_command
 from normdiff.reports import markup, messages, worst
 from normdiff.reports.view import View
@@ -63,11 +64,11 @@ def _html(report, ranked_rows, page) -> str:
         return "".join(parts) + "<p>No implementation ran a case.</p>"
     verdicts = report.summary.set_index("implementation")["verdict"].to_dict()
     for name, rows in ranked_rows.groupby("implementation", sort=True):
-        verdict = verdicts.get(name, "")
+        said = verdicts.get(name, "")
         failing = ~rows["outcome"].isin(PASSING)
         shown = rows.head(FAILING_SHOWN if failing.any() else WORST_SHOWN)
-        kind = {"disagrees": "bad", "agrees": "good", "known finding": "known"}.get(verdict, "")
-        badge = f'<span class="badge" style="{markup.VERDICT_STYLE.get(verdict, "")}">{markup.esc(verdict)}</span>'
+        kind = {"disagrees": "bad", "agrees": "good", "known finding": "known"}.get(said, "")
+        badge = f'<span class="badge" style="{markup.VERDICT_STYLE.get(said, "")}">{markup.esc(said)}</span>'
         parts.append(f'<div class="impl {kind}" id="{markup.slug(name)}"><h3>{markup.esc(name)}{badge}</h3>')
         more = int(failing.sum()) - int((~shown["outcome"].isin(PASSING)).sum())
         parts.append(markup.table(row_frame(shown, report.meta.get("replay")), f"worst_{markup.slug(name)}",
@@ -80,5 +81,5 @@ def _html(report, ranked_rows, page) -> str:
     return "".join(parts)
 
 
-WORST = View("worst", 60, derive=lambda report: ranked(report.results[report.results["kind"] != "mutant"]),
+WORST = View("worst", 60, derive=lambda report: ranked(report.results[~verdict.expected(report.results)]),
              html=_html, nav="Worst cases")

@@ -11,7 +11,7 @@ from normdiff.harness import api
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import get_contract
-from normdiff.harness.engine.tables import failing_rows
+from normdiff.harness.engine.verdict import failing_rows
 from normdiff.reports.views.mutants import kill_summary
 
 REQUIRED = {"eps-outside-sqrt", "gamma-plus-one", "gamma-missing-one", "qk-norm-full-vector", "qk-norm-per-head",

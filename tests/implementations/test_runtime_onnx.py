@@ -13,8 +13,8 @@ pytest.importorskip("onnx")
 from normdiff.cases.model import Case  # noqa: E402
 from normdiff.cases.suites import Suite  # noqa: E402
 from normdiff.harness import api  # noqa: E402
-from normdiff.harness.data.findings import KNOWN, Finding  # noqa: E402
-from normdiff.harness.engine import tables  # noqa: E402
+
+from normdiff.harness.engine import verdict  # noqa: E402
 from normdiff.implementations import catalog, numpy_own, registry, runtime_onnx  # noqa: E402
 from normdiff.implementations.frameworks.onnxruntime import run_graph  # noqa: E402
 
@@ -23,20 +23,6 @@ NAMES = ("onnx-RMSNormalization", "onnx-LayerNormalization", "onnx-SimplifiedLay
 DTYPES = ("float32", "float16", "bfloat16")
 REGIMES = ("normal", "tiny_rms:1e-3", "zero_rows", "spike")
 NO_BF16 = ("onnx-RMSNormalization", "onnx-export-hf-qwen3")  # no bf16 Mul kernel
-# The findings these rows are (harness/data/findings.py's form: KNOWN's own where it has one)
-BF16_FINDINGS = (
-    Finding("onnx-RMSNormalization", "error", (("dtype", "bfloat16"),),
-            "onnxruntime 1.32's CPU provider has an RMSNormalization kernel for float32 and float16 only; for "
-            "bfloat16 it inlines the op's ONNX function body, whose Mul has no bf16 CPU kernel, so the graph fails "
-            "to load (NOT_IMPLEMENTED: Could not find an implementation for Mul(14)). SimplifiedLayerNormalization "
-            "and LayerNormalization run bf16."),
-    Finding("onnx-export-hf-qwen3", "error", (("dtype", "bfloat16"),),
-            "HF Qwen3RMSNorm exported by torch.onnx.export multiplies weight * y.to(bfloat16) in bf16 (node "
-            "/Mul_1); onnxruntime 1.32's CPU provider has no bf16 Mul kernel, so the graph fails to load "
-            "(NOT_IMPLEMENTED: Could not find an implementation for Mul(14))."),
-)
-
-
 def _cases(op: str, convention: str, shape: str) -> list[Case]:
     return [Case.of(op, convention, dtype, shape, regime=regime, weight="trained", **extra)
             for dtype in DTYPES for regime in REGIMES
@@ -94,12 +80,11 @@ def test_finding_no_bf16_mul_kernel(report, impl, ran):
     assert len(bf16) and set(bf16["outcome"]) == {"error"}
     for detail in bf16["detail"]:
         assert "NOT_IMPLEMENTED" in detail and "Mul(14)" in detail and "bfloat16" in detail, detail
-    # the finding explains exactly those rows, and nothing else of this run fails
-    listed = {f.implementation for f in KNOWN}
-    known = KNOWN + tuple(f for f in BF16_FINDINGS if f.implementation not in listed)
-    annotated, stale = tables.annotate(report.results, known=known)
-    assert not stale
-    assert tables.failing_implementations(annotated) == []
+    # the finding explains exactly those rows (by their message: engine/verdict.py), and nothing else
+    # of this run fails
+    annotated, stale = verdict.annotate(report.results)
+    assert not stale and (annotated.loc[bf16.index, "known_finding"] != "").all()
+    assert verdict.failing_implementations(annotated) == []
 
 
 def _fp16_case(convention: str, shape: str = "64x1024") -> Case:

@@ -17,7 +17,7 @@ import pytest
 from normdiff.cases.model import Case
 from normdiff.harness.commands import check, cli, repro
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.engine.tables import failing_rows
+from normdiff.harness.engine.verdict import failing_rows
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import html, junit, markup, render
 from normdiff.reports.markdown import summary_markdown

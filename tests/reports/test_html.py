@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from normdiff.harness.engine import provenance
-from normdiff.harness.engine.tables import failing_rows, worst_keys
+from normdiff.harness.engine.tables import worst_keys
+from normdiff.harness.engine.verdict import failing_rows
 from normdiff.reports import html, plots, render
 from normdiff.reports.markdown import summary_markdown
 

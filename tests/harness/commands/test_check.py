@@ -225,3 +225,19 @@ def test_a_selection_or_template_nobody_can_run_is_a_usage_error(args, says):
     proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", f"{FIX}/numpy_norms.py:rms_norm",
                            "--op", "rms_norm", "--convention", "qwen3", *args], capture_output=True, text=True)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_a_function_wrapping_f_layer_norm_shows_its_known_findings():
+    """Known findings match by behaviour (engine/verdict.py): the wrapper gives F.layer_norm's bits on
+    the cases where torch-F.layer_norm shows its findings, so it gets them, explanation and all; a
+    LayerNorm of its own that errs on the same cases with other numbers does not."""
+    code, result = check(f"{FIX}/torch_layer_norms.py:wraps_f_layer_norm", "--op", "layer_norm",
+                         "--convention", "torch")
+    assert code == 0 and result["verdict"] == "agrees", result["known_findings"]
+    assert result["cases"]["known_finding"] >= 2 and result["cases"]["disagree"] == 0
+    assert any("saves the mean and 1/std" in f["explanation"] for f in result["known_findings"])
+    excused = [r for r in result["rows"] if r["known_finding"]]
+    assert excused and all(r["outcome"] == "disagree" for r in excused)
+    code, result = check(f"{FIX}/torch_layer_norms.py:in_input_dtype", "--op", "layer_norm", "--convention", "torch")
+    assert code == 1 and result["verdict"] == "disagrees"
+    assert result["cases"]["known_finding"] == 0 and result["known_findings"] == []

@@ -13,7 +13,7 @@ from normdiff.implementations import registry
 from normdiff.harness.engine import runner
 from normdiff.harness.data.conventions import op_conventions
 from normdiff.implementations.entry import Implementation
-from normdiff.reports.views.summary import verdict
+from normdiff.harness.engine import verdict
 
 CASES = (
     Case.of("rms_norm", "qwen3", "bfloat16", "4x128", regime="tiny_rms:1e-3", weight="trained"),
@@ -80,7 +80,7 @@ def test_missing_framework_is_unavailable_not_failed(fixtures_dir):
     assert set(report.results["outcome"].astype(str)) == {"unavailable"}
     assert "no_such_module_xyz is not installed" in report.results["detail"].iloc[0]
     assert report.meta["exit_code"] == 0
-    assert verdict(report.results) == "unavailable"
+    assert verdict.implementation(report.results) == "unavailable"
 
 
 def test_pairs_not_implemented_have_no_row_and_a_missing_pass_is_unsupported(fixtures_dir):

@@ -1,7 +1,7 @@
 """Verdicts and the per-implementation summary, on a hand-made results table."""
 import pandas as pd
 
-from normdiff.harness.engine.tables import failing_implementations
+from normdiff.harness.engine.verdict import failing_implementations
 from normdiff.reports.views.summary import summary
 
 
