@@ -9,6 +9,7 @@ run. The layers, bottom first:
     cases     normdiff.cases, normdiff.strategies (Hypothesis strategies composed from the case model)
     impls     normdiff.implementations
     engine    normdiff.harness.engine
+    analysis  normdiff.harness.analysis (diagnosis, fitting, backward diagnosis: which bug outputs show)
     reports   normdiff.reports
     commands  normdiff.harness.commands, normdiff.harness.api
 
@@ -35,6 +36,7 @@ LAYERS = [  # (name, module prefixes), bottom first; the longest matching prefix
     ("cases", ("normdiff.cases", "normdiff.strategies")),
     ("impls", ("normdiff.implementations",)),
     ("engine", ("normdiff.harness.engine",)),
+    ("analysis", ("normdiff.harness.analysis",)),
     ("reports", ("normdiff.reports",)),
     ("commands", ("normdiff.harness.commands", "normdiff.harness.api")),
 ]
