@@ -8,11 +8,13 @@ every site (normdiff model).
     run.agrees, run.first_diverging, run.logits.top1_agreement
 
 Importing it loads no pandas and no framework; the engine (harness/engine/) runs the cases and the
-report layer (reports/) is imported while the workers compute.
+report layer (reports/) is imported on a thread of this layer's own while the engine runs (the engine
+is handed nothing that imports a layer above it).
 """
 from __future__ import annotations
 
 import math
+import threading
 from typing import TYPE_CHECKING
 
 from normdiff.cases import suites
@@ -92,9 +94,17 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     if not len(suite):
         raise UsageError(f"suite {suite.name!r} has no cases: give it at least one group")
     impls = check_implementations(implementations) if implementations is not None else select()
+    # The report layer's import (pandas, the views, the renderers) overlaps the run: the engine starts
+    # its workers and they compute while this thread imports. Joined before the report is built, so
+    # no thread is left behind (a forked child of the report's renderers needs this one alone).
+    reports = threading.Thread(target=_import_reports, name="normdiff-import-reports", daemon=True)
+    reports.start()
     try:
-        tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,
-                            meanwhile=_import_reports, keep_calling=keep_calling, dask=dask)
+        try:
+            tables = engine.run(suite, impls, timeout=timeout, progress=progress, keep_outputs=keep_outputs,
+                                keep_calling=keep_calling, dask=dask)
+        finally:
+            reports.join()
     except Interrupted as stop:
         stop.partial = _report(stop.partial) if stop.partial is not None else None
         raise
@@ -108,7 +118,12 @@ def _report(tables) -> Report:
 
 
 def _import_reports() -> None:
-    import normdiff.reports.report  # noqa: F401  (the views and renderers' modules)
+    """Import the report layer ahead of need, on its own thread (run_suite). Only a head start: if
+    the import fails, _report imports it again on the caller's thread and raises there."""
+    try:
+        import normdiff.reports.report  # noqa: F401  (the views and renderers' modules)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def run_model(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, timeout: float = 600.0,

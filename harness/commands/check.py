@@ -23,7 +23,7 @@ from normdiff.cases import suites
 from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
 from normdiff.harness import api
-from normdiff.harness.commands import backward_diagnosis, diagnosis
+from normdiff.harness.analysis import backward_diagnosis, diagnosis
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError

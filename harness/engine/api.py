@@ -2,7 +2,8 @@
 
 Importing this module loads no pandas (tested): the tables are built with pandas, which is imported
 only once the workers are computing, so the import overlaps their work. The public Python API
-(`normdiff.harness.api`) wraps what this returns in a Report.
+(`normdiff.harness.api`) wraps what this returns in a Report (and imports the report layer on a
+thread of its own meanwhile: nothing from a layer above is handed in here).
 """
 from __future__ import annotations
 
@@ -26,22 +27,15 @@ class RunTables:
 
 
 def run(suite: Suite, implementations: list[Implementation], timeout: float = 60.0, progress=None,
-        keep_outputs: bool | str = False, meanwhile=None, keep_calling: bool = False,
-        dask: str | None = None) -> RunTables:
+        keep_outputs: bool | str = False, keep_calling: bool = False, dask: str | None = None) -> RunTables:
     """Run every case of `suite` through `implementations`. keep_outputs: True keeps every output
-    array, "worst" only those a report's side-by-sides show. `meanwhile()` runs while the workers
-    compute (after pandas is imported there): a caller's own slow imports. Stopped by a signal, it
-    raises Interrupted whose `partial` is the RunTables of what finished, meta["incomplete"] set.
+    array, "worst" only those a report's side-by-sides show. Stopped by a signal, it raises
+    Interrupted whose `partial` is the RunTables of what finished, meta["incomplete"] set.
     `dask`: the address of a Dask cluster ("local": a LocalCluster) to shard the run over
     (campaign.py); the same tables."""
-    def overlap():
-        _import_tables()
-        if meanwhile:
-            meanwhile()
-
     try:
         run = runner.run if dask is None else functools.partial(campaign.run_sharded, address=dask)
-        data = run(suite, implementations, timeout=timeout, progress=progress, meanwhile=overlap,
+        data = run(suite, implementations, timeout=timeout, progress=progress, meanwhile=_import_tables,
                    keep_calling=keep_calling)
     except Interrupted as stop:
         partial = stop.partial

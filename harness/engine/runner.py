@@ -387,7 +387,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         meanwhile=None, keep_calling: bool = False) -> RunData:
     """Run every case of `suite` through `impls`; one Outcome per case x implementation.
     `meanwhile()` is called on this thread once the workers have their tasks: work that overlaps
-    theirs (the CLI imports pandas for the report there). After a call times out, that
+    theirs (the engine's run API imports pandas for its tables there). After a call times out, that
     implementation's remaining calls are not made unless `keep_calling`.
 
     A KeyboardInterrupt (or normdiff.interrupts.Interrupted: SIGTERM, SIGHUP) ends every worker and

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from normdiff.cases.model import Case
-from normdiff.harness.commands.diagnosis import MAX_CASES, Match, _spread
+from normdiff.harness.analysis.diagnosis import MAX_CASES, Match, _spread
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.engine.runner import prepare

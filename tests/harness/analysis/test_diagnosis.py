@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from normdiff.cases import suites
-from normdiff.harness.commands import diagnosis
+from normdiff.harness.analysis import diagnosis
 from normdiff.implementations import numpy_own
 
 

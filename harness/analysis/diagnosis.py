@@ -29,7 +29,7 @@ import numpy as np
 
 from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
-from normdiff.harness.commands import fitting
+from normdiff.harness.analysis import fitting
 from normdiff.harness.data.budgets import budget_for, rounding_rule
 from normdiff.harness.data.bugs import BUGS, Bug
 from normdiff.harness.data.contracts import Contract
