@@ -25,7 +25,7 @@ Inputs are drawn in float64 from a seed that depends only on the input configura
 regimes, sample), so the same input appears across ops, conventions and dtypes, then cast once to
 the case's dtype. Per-case operands (the weight) depend only on their regime, length and sample, so
 the same trained weights meet every input regime. Integer operands (positions) are drawn as int64
-and never cast. Nothing here knows a particular op: the op record (harness/data/ops.py) says what
+and never cast. Nothing here knows a particular op: the op record (harness/data/ops/) says what
 to draw.
 """
 from __future__ import annotations
@@ -278,6 +278,8 @@ class Case:
         return regimes.draw(operand.table, regime, rng, shape)
 
     def _length(self, operand: Operand) -> int | None:
+        if isinstance(operand.length, int):  # a per-case scalar's (ops/record.py)
+            return operand.length
         if operand.length == "none":
             return None
         if operand.length == "span":

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.ops import OPS
 
 Array = np.ndarray
 
@@ -271,11 +272,13 @@ def draw_gradient(regime: str, rng: np.random.Generator, y: Array) -> Array:
     return GRADIENT_REGIMES[regime](rng, np.asarray(y, dtype=np.float64))
 
 
-# The tables an operand's `table` names (harness/data/ops.py). x's regimes take parameters and the
+# The tables an operand's `table` names (harness/data/ops/). x's regimes take parameters and the
 # head layout, so x is drawn by `draw_input`.
 TABLES: dict[str, dict[str, Callable]] = {"weight": WEIGHT_REGIMES, "gate": GATE_REGIMES,
                                           "positions": POSITION_REGIMES, "bias": BIAS_REGIMES,
                                           "residual": RESIDUAL_REGIMES}
+# and those of the operands only one op module knows, which carry their own draws (ops/record.py)
+TABLES.update({o.table: dict(o.draws) for op in OPS.values() for o in op.operands if o.draws})
 
 
 def check_regime(table: str, regime: str) -> None:

@@ -18,7 +18,7 @@ A group is a cartesian product:
     batch_invariance = true             # also call rows alone: bit-identical to the same rows in the call?
 
 A backward case judges each of its op's gradients (dx, dw, dgate) as a case of its own.
-The operand keys (weights, gates, ...) come from the op records (harness/data/ops.py: an operand's
+The operand keys (weights, gates, ...) come from the op records (harness/data/ops/: an operand's
 suite_key); an op that does not take an operand ignores its key. Pairs a convention does not define
 are an error, not silently dropped: a suite says what it means.
 

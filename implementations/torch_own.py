@@ -40,6 +40,7 @@ harness/data/rope.py.
 """
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -466,9 +467,9 @@ def prepare(op: str, contract: Contract, inputs: CaseInputs) -> tuple[nn.Module,
         raise ValueError(f"contract is for {contract.op!r}, not {op!r}")
     arrays = {name: to_torch(a) for name, a in inputs.arrays.items()}
     x = arrays["x"]
-    if op in ("qk_norm", "qk_norm_rope", "layer_norm", "group_gated_rms_norm"):
+    if "weight" in arrays:
         # the weight given decides its span (numpy_own's rule), so a mutant contract run on inputs
-        # drawn for its convention still gets a parameter of the right size
+        # drawn for its convention still gets a parameter of the right size (a row op's is the row's)
         span = "full" if arrays["weight"].shape[-1] == x.shape[-1] else "head"
         contract = contract.replace(weight_span=span)
     key = (op, contract, x.shape[-1], inputs.num_heads, x.dtype)
@@ -483,14 +484,20 @@ def prepare(op: str, contract: Contract, inputs: CaseInputs) -> tuple[nn.Module,
 
 
 def forward(op: str, module: nn.Module, arrays: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The module called on the op's operands (its weight is the module's own parameter)."""
-    if op in ("gated_rms_norm", "group_gated_rms_norm"):
-        return module(arrays["x"], arrays["gate"])
-    if op == "qk_norm_rope":
-        return module(arrays["x"], arrays["positions"])
-    if op == "add_rms_norm":  # (y, residual_out)
-        return module(arrays["x"], arrays["residual"])
-    return module(arrays["x"])
+    """The module called on the operands its forward names (x, and the gate, the residual or the
+    positions: each module's parameters are named as the op's operands are); its weight and bias
+    are the module's own parameters. A fused add returns (y, residual_out)."""
+    return module(*(arrays[name] for name in _takes(type(module))))
+
+
+_TAKES: dict[type, tuple[str, ...]] = {}
+
+
+def _takes(cls: type) -> tuple[str, ...]:
+    """The operand names a module class's forward takes, in order."""
+    if cls not in _TAKES:
+        _TAKES[cls] = tuple(inspect.signature(cls.forward).parameters)[1:]  # after self
+    return _TAKES[cls]
 
 
 def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor | tuple[torch.Tensor, ...]:

@@ -20,6 +20,7 @@ from normdiff.cases.model import Case
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
 from normdiff.harness.data import knobs, ops
+from normdiff.harness.data.ops import norm, record
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import CONVENTIONS, define
 from normdiff.implementations import registry
@@ -27,8 +28,8 @@ from normdiff.reports import render
 from normdiff.reports.view import View, csv_file
 from normdiff.reports.views import VIEWS
 
-THROWAWAY = ops.Op("plain_rms_norm", "y = x * rsqrt(mean(x^2) + eps), no weight (a test's throwaway op)",
-                   (ops.X,), ("x", "eps"), (knobs.STATISTIC,))
+THROWAWAY = record.Op("plain_rms_norm", "y = x * rsqrt(mean(x^2) + eps), no weight (a test's throwaway op)",
+                      (record.X,), ("x", "eps"), (knobs.STATISTIC,), exact=norm.evaluate, vjp=norm.vjp)
 
 
 @pytest.fixture

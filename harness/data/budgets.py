@@ -159,28 +159,20 @@ from __future__ import annotations
 import numpy as np
 
 from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.roundoff import U32, centring_gamma, gamma  # noqa: F401  (budgets' own names too)
 from normdiff.harness.data.ops import OPS
+from normdiff.harness.data.ops.record import ROUNDINGS, SINGLE, Rounding
 
-# dtype -> rounding rule -> the chain's budget in ULPs
+# dtype -> rounding rule -> the chain's budget in ULPs: the chains derived above, which the ops'
+# records name (harness/data/ops/record.py: Rounding), and any an op module defines for itself
 CHAINS: dict[str, dict[str, float]] = {
-    "float32": {"single": 8.0, "three_roundings": 8.0, "rotation": 18.0, "centred": 9.0, "residual_sum": 9.0},
-    "bfloat16": {"single": 2.0, "three_roundings": 3.0, "rotation": 6.0, "centred": 2.0, "residual_sum": 3.0},
-    "float16": {"single": 2.0, "three_roundings": 3.0, "rotation": 6.0, "centred": 2.0, "residual_sum": 3.0},
-}
+    dtype: {r.name: r.ulps(dtype) for r in dict.fromkeys(ROUNDINGS + tuple(op.rounding for op in OPS.values()))}
+    for dtype in ("float32", "bfloat16", "float16")}
 # A further forward result is a value of its own, with its own budget: a fused add's residual_out
 # is x + residual, one correctly rounded sum of two values in the dtype (in float32 and rounded once
 # alike): half an ULP, so a truncated one (up to a whole ULP, toward zero) is out
 RESULT_BUDGETS = {"residual_out": 0.5}
 MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
-U32 = 2.0 ** -24
-
-
-def gamma(n: int) -> float:
-    """gamma_n = n u32 / (1 - n u32): the relative error bound of a float32 sum of n terms of one
-    sign in any order (Higham, section 4.2)."""
-    return n * U32 / (1.0 - n * U32)
-
-
 def unit(dtype: str) -> float:
     """u_dtype = 2^-(p + 1): half an ULP, relative (module docstring)."""
     return 2.0 ** -(MANTISSA_BITS[dtype] + 1)
@@ -192,31 +184,18 @@ def reduction(dtype: str, n: int) -> float:
     return gamma(n) / 2.0 / unit(dtype)
 
 
-def centring_gamma(n: int) -> float:
-    """How far a correct float32 centring's subtracted mean may be off, relative to mean|x| over a
-    span of n: gamma_n for the mean's sum and division (any order), plus 2 u32 for the fused form
-    x a - m a (a = rsqrt(var + eps), PyTorch's CPU layer_norm), whose two products are each rounded
-    against |x| a and |m| a rather than against the centred value (module docstring, "Centring")."""
-    return gamma(n) + 2.0 * U32
-
-
-def chain(dtype: str, op: str, rule: str | None = None) -> float:
+def chain(dtype: str, op: str, rule: Rounding | None = None) -> float:
     """The rounding chain of `op` in `dtype` (`rule`: the one its contract takes, `rounding_rule`;
     default the op record's)."""
-    try:
-        per_rule = CHAINS[dtype]
-    except KeyError:
-        raise UsageError(f"no ULP budget for dtype {dtype!r}; known: {', '.join(CHAINS)}") from None
-    return per_rule[rule or OPS[op].rounding]
+    if dtype not in CHAINS:
+        raise UsageError(f"no ULP budget for dtype {dtype!r}; known: {', '.join(CHAINS)}")
+    return (rule or OPS[op].rounding).ulps(dtype)
 
 
-def rounding_rule(contract) -> str:
-    """The chain a contract's roundings follow: its op's, but a fused add that keeps its sum in
-    float32 (vLLM's native path) rounds no more than the plain norm ("single")."""
-    rule = OPS[contract.op].rounding
-    if rule == "residual_sum" and contract.residual_dtype == "float32":
-        return "single"
-    return rule
+def rounding_rule(contract) -> Rounding:
+    """The chain a contract's roundings follow: its op's, or one its knobs relax it to (a fused add
+    that keeps its sum in float32, vLLM's native path, rounds no more than the plain norm)."""
+    return OPS[contract.op].rounding_for(contract)
 
 
 def centring(dtype: str, n: int, condition: float) -> float:
@@ -243,18 +222,21 @@ def budget_for(dtype: str, op: str, n: int, condition: float = 0.0, result: str 
     if result != "y":
         chain(dtype, op)  # an unknown dtype says so
         return RESULT_BUDGETS[result]
-    return chain(dtype, op, rule) + systematic_part(dtype, n, condition)
+    return chain(dtype, op, rule) + (systematic_part(dtype, n, condition) if OPS[op].reduces else 0.0)
 
 
 # A correct backward's roundings in the case dtype, each <= 1 ULP at S (module docstring):
-# output -> the count for every op, plus what RoPE's transpose and a gate's activation add
+# output -> the count for every op, plus what its rounding chain's backward adds (RoPE's transpose 3,
+# a gate's activation 2, a fused add's sum of the two upstream gradients 1: ops/record.py Rounding)
 GRADIENT_ROUNDINGS = {"dx": 3, "dw": 3, "dgate": 5, "db": 2, "dresidual": 3}
-# RoPE's transpose, a gate's activation, a fused add's sum of the two upstream gradients
-ROPE_ROUNDINGS, GATE_ROUNDINGS, SUM_ROUNDINGS = 3, 2, 1
 
 
-def gradient_float32_part(output: str, n: int, reduced_rows: int = 1) -> float:
-    """The float32 part of a gradient's error, relative to its scale S, in units of u32."""
+def gradient_float32_part(output: str, n: int, reduced_rows: int = 1, op: str = "") -> float:
+    """The float32 part of a gradient's error, relative to its scale S, in units of u32 (`op`: an op
+    whose record budgets a gradient of its own, ops/record.py `gradient_budgets`)."""
+    own = {name: part for name, _, part in OPS[op].gradient_budgets} if op in OPS else {}
+    if output in own:
+        return own[output](n, reduced_rows)
     if output in ("dx", "dresidual"):  # a fused add's residual gets x's gradient
         return 2.5 * n + 36
     if output == "dw":
@@ -266,11 +248,12 @@ def gradient_float32_part(output: str, n: int, reduced_rows: int = 1) -> float:
     raise UsageError(f"no budget for backward output {output!r}; known: {', '.join(GRADIENT_ROUNDINGS)}")
 
 
-def gradient_systematic(dtype: str, output: str, n: int, reduced_rows: int = 1, condition: float = 0.0) -> float:
+def gradient_systematic(dtype: str, output: str, n: int, reduced_rows: int = 1, condition: float = 0.0,
+                        op: str = "") -> float:
     """A gradient budget's float32 part, in ULPs of the dtype (what the channel-bias check allows
     on top of its own budget: see `systematic_part`)."""
     centred = centring_gamma(n) / U32 * condition if output in ("dx", "dw") else 0.0
-    return (gradient_float32_part(output, n, reduced_rows) + centred) * U32 / unit(dtype)
+    return (gradient_float32_part(output, n, reduced_rows, op) + centred) * U32 / unit(dtype)
 
 
 def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int = 1,
@@ -281,24 +264,23 @@ def gradient_budget(dtype: str, op: str, output: str, n: int, reduced_rows: int 
     for a centring op the error the float32 mean carries into x_hat (`condition`, kappa) enters dx
     and dw as it enters the forward."""
     chain(dtype, op)  # an unknown dtype says so
-    float32 = gradient_systematic(dtype, output, n, reduced_rows, condition)
-    if dtype == "float32":
-        return CHAINS["float32"][OPS[op].rounding] + float32
+    float32 = gradient_systematic(dtype, output, n, reduced_rows, condition, op)
     rule = OPS[op].rounding
-    extra = {"rotation": ROPE_ROUNDINGS, "three_roundings": GATE_ROUNDINGS,
-             "residual_sum": SUM_ROUNDINGS if output in ("dx", "dresidual") else 0}.get(rule, 0)
-    rounds = dict(OPS[op].dtype_backward_roundings).get(output, GRADIENT_ROUNDINGS[output])
-    return rounds + extra + float32
+    if dtype == "float32":
+        return rule.ulps("float32") + float32
+    own = {name: rounds for name, rounds, _ in OPS[op].gradient_budgets}
+    rounds = dict(OPS[op].dtype_backward_roundings).get(output, own[output] if output in own else GRADIENT_ROUNDINGS[output])
+    return rounds + rule.backward_roundings(output) + float32
 
 
 def budget_table() -> dict:
     """What a report records: per dtype the chain of every op ("*") and of the ops whose rule gives
     another, and the reduction allowance at the usual spans."""
     chains = {}
-    for dtype, per_rule in CHAINS.items():
-        usual = per_rule["single"]
-        chains[dtype] = {"*": usual, **{op.name: per_rule[op.rounding] for op in OPS.values()
-                                        if per_rule[op.rounding] != usual}}
+    for dtype in CHAINS:
+        usual = SINGLE.ulps(dtype)
+        chains[dtype] = {"*": usual, **{op.name: op.rounding.ulps(dtype) for op in OPS.values()
+                                        if op.rounding.ulps(dtype) != usual}}
     spans = (64, 128, 1024, 4096, 16384)
     return {"chains": chains,
             "reduction": {dtype: {str(n): round(reduction(dtype, n), 4) for n in spans} for dtype in CHAINS},

@@ -117,6 +117,8 @@ class Contract:
     def describe(self) -> str:
         """A one-line formula that a person can check against their code, composed from the knob
         groups that apply to the op."""
+        if self.record.describe is not None:  # an op whose maths is not a norm's says it itself
+            return self.record.describe(self)
         applies = self.record.applies
         var = "var(x)" if not self.correction else f"var(x, n - {self.correction})"
         if applies("variance_form") and self.variance_form == "one_pass":

@@ -124,6 +124,21 @@ CONVENTIONS: dict[str, Convention] = {
 }
 
 
+
+def _with_op_contracts(conventions: dict[str, Convention]) -> dict[str, Convention]:
+    """The conventions with the contracts op modules declare (an op's record `conventions`: an op
+    that the families above do not define, added by its module alone)."""
+    for op in OPS.values():
+        for name, summary, knobs in op.conventions:
+            old = conventions.get(name) or Convention(name, summary)
+            conventions[name] = Convention(name, old.summary, {**old.contracts, op.name: Contract(op.name, **knobs)},
+                                           old.eps_source)
+    return conventions
+
+
+CONVENTIONS = _with_op_contracts(CONVENTIONS)
+
+
 def get_convention(name: str) -> Convention:
     if name not in CONVENTIONS:
         raise UsageError(unknown("convention", name, CONVENTIONS))

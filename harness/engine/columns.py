@@ -34,7 +34,7 @@ RESULTS: tuple[Column, ...] = (
     Column("case_id", "str", CASE, "the case's stable id: `normdiff repro CASE_ID` replays it"),
     Column("pass", "str", CASE, "forward or backward"),
     Column("output", "str", CASE, "the output judged: y, residual_out, or a gradient (dx, dw, ...)"),
-    Column("op", "str", CASE, "the op (harness/data/ops.py)"),
+    Column("op", "str", CASE, "the op (harness/data/ops/)"),
     Column("convention", "str", CASE, "the convention whose contract the case is judged against"),
     Column("dtype", "str", CASE, "the input dtype: float32, bfloat16 or float16"),
     Column("shape", "str", CASE, "rows x width (or rows x heads x head_dim)"),

@@ -133,7 +133,7 @@ def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | 
         else:
             ref = judge.Reference(grads[name], fmt, inputs.num_heads, floor=scales[name])
         expected[name] = Expected(c, ref, gradient_budget(c.dtype, c.op, c.output, c.span, reduced, condition),
-                                  gradient_systematic(c.dtype, c.output, c.span, reduced, condition))
+                                  gradient_systematic(c.dtype, c.output, c.span, reduced, condition, c.op))
     return Prepared(case, inputs, expected, dy)
 
 

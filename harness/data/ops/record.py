@@ -1,22 +1,21 @@
-"""The op records: everything normdiff knows about an op, in one declarative entry.
+"""What an op record holds: the Op and Operand types, the operands ops share, the rounding chains
+an op's budget follows. Each op is one module of this package (rms_norm.py, layer_norm.py, ...)
+holding its record; the package (`__init__.py`) lists them.
 
 PyTorch's OpInfo (torch/testing/_internal/opinfo/core.py) is the model: one entry per op holds its
 operands (which arrays it takes, which are one per row and which one per case, how each is drawn
 and how it appears in a case id and a suite file), its scalar parameters, the call a user's
 function receives, the protocol for a module class, the shape a case is written in, the contract
-knobs that apply, the ULP budget rule and where ULPs are counted. The case model, the runner's
-batching, diagnosis, user-code adapters, repro and the reports ask the record; only the record, the
-oracle and the own implementations say anything about a particular op.
-
-Adding an op is adding a record here (and its maths to the oracle and the own implementations, when
-the knobs cannot already express it): CONTRIBUTING.md has the list. Pure data.
+knobs that apply, its exact maths (forward and VJP), its ULP budget rule and where ULPs are
+counted. The case model, the runner's batching, diagnosis, user-code adapters, repro and the
+reports ask the record. Pure data and the exact maths it points at.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from normdiff.harness.data import knobs as K
-from normdiff.harness.data.errors import UsageError, unknown
 
 ROW, CASE = "row", "case"  # an operand is one entry per row of x, or one array for the whole case
 
@@ -30,26 +29,33 @@ class Operand:
             per-case operands are bit-identical (they are part of the batch key).
     dtype   "case": the case's float dtype; "int64": integers, never cast to the float dtype.
     length  its last axis: "width" (x's), "span" (the contract's weight_span: head_dim or width),
-            "none" (one value per row: shape (rows,)).
+            "none" (one value per row: shape (rows,)), or a number (a per-case scalar: 1).
     table   the regime table (cases/regimes.py) that draws it: "input" for x, "weight", "gate",
-            "positions".
+            "positions"; `draws`: the regimes of a table of its own, (name, draw(rng, shape)) pairs,
+            for an operand only its op module knows (cases/regimes.py adds them to its tables).
     id_key  its part of a case id (`w=trained`); "" when its draw has no choice to name.
     suite_key  the suite-file key that lists its regimes ("weights"); column: its results.csv
             column; default: its regime when a suite says nothing.
     stream  the random stream it is drawn from: x 0, weight 1, gate 2, positions 3 (part of every
             case's seed; never reuse one).
+    gradient  the backward pass's output for it (results.csv `output`): "d" + its name unless given.
     """
 
     name: str
     per: str = ROW
     dtype: str = "case"
-    length: str = "width"
+    length: str | int = "width"
     table: str = ""
     id_key: str = ""
     suite_key: str = ""
     column: str = ""
     default: str = ""
     stream: int = 0
+    gradient: str = ""
+    draws: tuple[tuple[str, Callable], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gradient", self.gradient or "d" + self.name)
 
     @property
     def chosen(self) -> bool:
@@ -57,16 +63,51 @@ class Operand:
         return bool(self.id_key)
 
 
-X = Operand("x", table="input", stream=0)
+X = Operand("x", table="input", stream=0, gradient="dx")
 WEIGHT = Operand("weight", per=CASE, length="span", table="weight", id_key="w", suite_key="weights",
-                 column="weights", default="ones", stream=1)
+                 column="weights", default="ones", stream=1, gradient="dw")
 GATE = Operand("gate", table="gate", id_key="z", suite_key="gates", column="gate", default="open", stream=2)
 POSITIONS = Operand("positions", dtype="int64", length="none", table="positions", default="sorted", stream=3)
 # stream 4 is the upstream gradient's (cases/model.py DY_STREAM)
 BIAS = Operand("bias", per=CASE, length="span", table="bias", id_key="b", suite_key="biases", column="bias",
-               default="zeros", stream=5)
+               default="zeros", stream=5, gradient="db")
 RESIDUAL = Operand("residual", table="residual", id_key="r", suite_key="residuals", column="residual",
                    default="normal", stream=6)
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """An op's rounding chain (harness/data/budgets.py derives the numbers): the ULPs of the output
+    dtype a correct implementation's roundings may cost in each dtype, and the dtype roundings a
+    correct backward takes on top of the usual ones (budgets.GRADIENT_ROUNDINGS), for every
+    gradient or only for `backward_outputs`."""
+
+    name: str
+    chain: tuple[tuple[str, float], ...]  # (dtype, ULPs)
+    backward_extra: int = 0
+    backward_outputs: tuple[str, ...] = ()  # () : every gradient
+
+    def ulps(self, dtype: str) -> float:
+        return dict(self.chain)[dtype]
+
+    def backward_roundings(self, output: str) -> int:
+        return self.backward_extra if not self.backward_outputs or output in self.backward_outputs else 0
+
+
+def _chain(float32: float, low: float) -> tuple[tuple[str, float], ...]:
+    return (("float32", float32), ("bfloat16", low), ("float16", low))
+
+
+# The chains budgets.py derives ("Chains"): one rounding of the result (the Llama cast's two roundings
+# count 1 + 1 in bf16/fp16); HF's gated norm rounds three times, and its backward's activation two
+# more; RoPE's cos and sin rounded, two products and a sum, and its transpose three more; a centring
+# op's; a fused add rounding its sum to the dtype first, and summing its two upstream gradients
+SINGLE = Rounding("single", _chain(8.0, 2.0))
+THREE_ROUNDINGS = Rounding("three_roundings", _chain(8.0, 3.0), backward_extra=2)
+ROTATION = Rounding("rotation", _chain(18.0, 6.0), backward_extra=3)
+CENTRED = Rounding("centred", _chain(9.0, 2.0))
+RESIDUAL_SUM = Rounding("residual_sum", _chain(9.0, 3.0), backward_extra=1, backward_outputs=("dx", "dresidual"))
+ROUNDINGS = (SINGLE, THREE_ROUNDINGS, ROTATION, CENTRED, RESIDUAL_SUM)
 
 
 @dataclass(frozen=True)
@@ -76,8 +117,12 @@ class Op:
     may leave out. `module_call` is what a module class's forward receives (None: the op has no
     class protocol); a class is built as Cls(dim, eps=eps) and given the case's weight.
     `dims` is how a case's shape is written ("rows", "width") or ("rows", "num_heads", "head_dim").
-    `knob_groups` are the contract knobs that apply (knobs.py). `rounding` names the ULP budget rule
-    (budgets.py) and `ulp_at` where errors are counted in ULPs (engine/judge.py). `even_head_dim`:
+    `knob_groups` are the contract knobs that apply (knobs.py). `rounding` is its rounding chain
+    (`Rounding`; budgets.py), `relaxed` the chains a contract's knob values give it instead, and
+    `ulp_at` where errors are counted in ULPs (engine/judge.py). `exact(contract, arrays,
+    num_heads, power)` is its forward evaluated exactly in float64 (a dict of arrays by operand name;
+    `power`: RoPE's choice of float32 frequency, rope.py) and `vjp(contract, arrays, dy, num_heads,
+    absolute, floor, power)` its exact vector-Jacobian product (norm.py has both for the norms). `even_head_dim`:
     the op rotates channel pairs of each head. Its backward pass (a case with an upstream gradient
     dy) has one output per float operand (`gradients`: dx, dw, dgate); `backward_call` is the call
     a user's explicit backward receives: dy first, then the forward's call."""
@@ -90,7 +135,7 @@ class Op:
     optional: tuple[str, ...] = ()
     module_call: tuple[str, ...] | None = ("x",)
     dims: tuple[str, ...] = ("rows", "width")
-    rounding: str = "single"
+    rounding: Rounding = SINGLE
     ulp_at: str = "value"
     even_head_dim: bool = False
     span_name: str = "head"  # what one span of the head axis is called ("group" for a grouped norm)
@@ -100,6 +145,23 @@ class Op:
     # (gradient, count): a correct backward of this op that takes every step in the dtype rounds
     # more than budgets.GRADIENT_ROUNDINGS counts (budgets.py: torch's autograd of F.normalize)
     dtype_backward_roundings: tuple[tuple[str, int], ...] = ()
+    # (knob, value, Rounding): a contract with that knob value follows that chain instead
+    relaxed: tuple[tuple[str, object, Rounding], ...] = ()
+    # (output, dtype roundings, float32 part(n, reduced_rows) in u32): the budget of a gradient the
+    # shared rules do not know (budgets.py `gradient_budget`), for an operand only this op has
+    gradient_budgets: tuple[tuple[str, int, Callable], ...] = ()
+    # (convention, summary, contract knobs): the contracts this op has under conventions, merged into
+    # conventions.py's (the summary names a convention no other op defines)
+    conventions: tuple[tuple[str, str, dict], ...] = ()
+    # describe(contract) -> the one-line formula `normdiff list conventions` shows; None: the norms'
+    # formula composed from the knobs (contracts.py)
+    describe: Callable | None = None
+    exact: Callable | None = None
+    vjp: Callable | None = None
+    # whether its forward sums over the span (a norm's statistic): only then does a legal order of
+    # that float32 sum have an allowance in its budget (budgets.py, `budget_for`)
+    reduces: bool = True
+    order: int = 100  # where it is listed (`normdiff list ops`, reports): the package sorts by it
     knobs: tuple[str, ...] = field(init=False)
     # the operands whose regime a case chooses (weight, gate), in stream order: the order of their
     # parts in a case id, their suite keys and their results.csv columns
@@ -116,6 +178,8 @@ class Op:
                              f"operands {missing}")
         if list(self.call[len(self.call) - len(self.optional):]) != list(self.optional):
             raise ValueError(f"op {self.name!r}: optional arguments {self.optional} must end the call")
+        if self.exact is None or self.vjp is None:
+            raise ValueError(f"op {self.name!r}: give its exact forward and its vjp (norm.py has the norms')")
         object.__setattr__(self, "knobs", K.in_groups(self.knob_groups))
         object.__setattr__(self, "chosen", tuple(sorted((o for o in self.operands if o.chosen), key=lambda o: o.stream)))
 
@@ -132,7 +196,7 @@ class Op:
     def gradients(self) -> dict[str, str]:
         """The backward pass's outputs: output name -> the operand it is the gradient of (the float
         operands, in operand order: dx first; integer operands such as positions get none)."""
-        return {GRADIENT_NAMES[o.name]: o.name for o in self.operands if o.dtype == "case"}
+        return {o.gradient: o.name for o in self.operands if o.dtype == "case"}
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -170,55 +234,17 @@ class Op:
     def applies(self, knob: str) -> bool:
         return knob in self.knobs
 
+    def rounding_for(self, contract) -> Rounding:
+        """The chain a contract's roundings follow: the op's, or a relaxed one its knobs give."""
+        for knob, value, rounding in self.relaxed:
+            if getattr(contract, knob) == value:
+                return rounding
+        return self.rounding
+
 
 PARAMS = ("eps", "num_heads", "group_size")  # the scalar parameters a call can name
-# a float operand's gradient, as the backward pass's output is named (results.csv `output`)
-GRADIENT_NAMES = {"x": "dx", "weight": "dw", "gate": "dgate", "bias": "db", "residual": "dresidual"}
 PASSES = ("forward", "backward")
 HEAD_DIMS = ("rows", "num_heads", "head_dim")
-_NORM = (K.STATISTIC,)
-_WEIGHTED = (K.STATISTIC, K.WEIGHT)
+NORM_KNOBS = (K.STATISTIC,)
+WEIGHTED_KNOBS = (K.STATISTIC, K.WEIGHT)
 GROUP_DIMS = ("rows", "num_heads", "head_dim")  # a grouped norm's groups ride on the head axis
-
-OPS: dict[str, Op] = {
-    op.name: op
-    for op in (
-        Op("rms_norm", "y = x / sqrt(mean(x^2) + eps) * w  (w or 1 + w by convention)",
-           (X, WEIGHT), ("x", "weight", "eps"), _WEIGHTED),
-        # HF rounds the gated norm three times (budgets.py)
-        Op("gated_rms_norm", "y = rms_norm(x) * w * act(gate)  (Qwen3.5 linear attention)",
-           (X, GATE, WEIGHT), ("x", "gate", "weight", "eps"), _WEIGHTED + (K.GATE,),
-           module_call=("x", "gate"), rounding="three_roundings"),
-        Op("l2_norm", "y = x * rsqrt(sum(x^2) + eps)  (Qwen3.5 q/k before the delta rule)",
-           (X,), ("x", "eps"), _NORM, optional=("eps",), dtype_backward_roundings=(("dx", 10),)),
-        Op("qk_norm", "RMSNorm of q/k over each head (Qwen3) or the whole H*D vector (OLMo2)",
-           (X, WEIGHT), ("x", "weight", "num_heads", "eps"), _WEIGHTED + (K.SCOPE,), dims=HEAD_DIMS),
-        # a norm module cannot take the positions: RoPE is not its business, so no class protocol
-        Op("qk_norm_rope", "per-head QK-Norm, then rotary position embedding (rotate_half form; Qwen3 attention)",
-           (X, WEIGHT, POSITIONS), ("x", "weight", "positions", "num_heads", "eps"),
-           _WEIGHTED + (K.SCOPE, K.ROPE), module_call=None, dims=HEAD_DIMS, rounding="rotation",
-           ulp_at="rotation_pair", even_head_dim=True),
-        # torch's F.layer_norm order: centre, normalise, then w, then + b; the budget grows with
-        # the rows' |mean| / std, the conditioning of the centring (budgets.py)
-        Op("layer_norm", "y = (x - mean x) / sqrt(var(x) + eps) * w + b  (GPT-2, GPT-NeoX, Phi, Cohere, OLMo-1)",
-           (X, WEIGHT, BIAS), ("x", "weight", "bias", "eps"), _WEIGHTED + (K.CENTRE, K.BIAS),
-           rounding="centred"),
-        # vLLM / SGLang fused_add_rms_norm: h = x + residual, y = rms_norm(h); returns (y, h). The
-        # sum is rounded to the input dtype before the norm (HF's unfused decoder) or kept in
-        # float32 (vLLM's native path) by convention; residual_out is h in the input dtype
-        Op("add_rms_norm", "h = x + residual; y = rms_norm(h) * w; returns (y, residual_out = h)  (vLLM, SGLang)",
-           (X, RESIDUAL, WEIGHT), ("x", "residual", "weight", "eps"), _WEIGHTED + (K.RESIDUAL,),
-           module_call=("x", "residual"), rounding="residual_sum", results=("y", "residual_out")),
-        # Mamba2 / Bamba / Zamba2 / NemotronH: x * silu(gate), then an RMSNorm over each group of
-        # group_size channels (a case's "heads" are the groups), weight over the whole width
-        Op("group_gated_rms_norm", "y = rms_norm_per_group(x * silu(gate)) * w  (Mamba2 MambaRMSNormGated)",
-           (X, GATE, WEIGHT), ("x", "gate", "weight", "group_size", "eps"), _WEIGHTED + (K.GATE, K.SCOPE),
-           module_call=("x", "gate"), dims=GROUP_DIMS, rounding="three_roundings", span_name="group"),
-    )
-}
-
-
-def get_op(name: str) -> Op:
-    if name not in OPS:
-        raise UsageError(unknown("op", name, OPS))
-    return OPS[name]
