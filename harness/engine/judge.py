@@ -152,7 +152,8 @@ def reference_for(case, inputs, exact: np.ndarray) -> "Reference":
     """The prepared reference of a case: its exact output, its dtype, its ULP rule and floor."""
     fmt = get_format(case.dtype)
     floor = ulp_floor(case.contract, inputs.arrays, fmt)
-    centred = oracle.centred_floor(case.contract, inputs.arrays, case.num_heads)
+    counted_at = case.record.floor or oracle.centred_floor
+    centred = counted_at(case.contract, inputs.arrays, case.num_heads)
     if centred is not None:  # LayerNorm: counted at least at the span's scale (budgets.py, "Centring")
         floor = centred if floor is None else np.maximum(floor, centred)
     other = None

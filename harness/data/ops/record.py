@@ -156,6 +156,10 @@ class Op:
     # describe(contract) -> the one-line formula `normdiff list conventions` shows; None: the norms'
     # formula composed from the knobs (contracts.py)
     describe: Callable | None = None
+    # floor(contract, arrays, num_heads) -> the least magnitude, per element, at which its errors are
+    # counted (a sum of terms that can cancel: its terms' magnitude), or None; None: the norms' rule
+    # (engine/oracle.py centred_floor, for an op that centres)
+    floor: Callable | None = None
     exact: Callable | None = None
     vjp: Callable | None = None
     # whether its forward sums over the span (a norm's statistic): only then does a legal order of
