@@ -1,62 +1,79 @@
-"""CONTRIBUTING.md stays true: a new op is its record (plus its maths in the oracle and the own
-implementations, when the knobs cannot already say it), and a new view is one file.
+"""CONTRIBUTING.md stays true: a new op is one module (plus its cases, and its maths in the own
+implementations when the knobs cannot already say it), and a new view is one file.
 
 The throwaway op here is a weightless RMS norm (Llama 4's QK norm has this shape): the knobs express
-it, so adding it touches only the op record and a convention that defines it, and runs through the
-case model, the oracle, the runner, the own NumPy implementation and every report file unchanged.
+it, so adding it is its module (its record, with a convention of its own) and a suite, and it runs
+through the case model, the oracle, the runner, the own NumPy implementation and every report file
+unchanged.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
-from normdiff.cases import suites
-from normdiff.cases.model import Case
-from normdiff.cases.suites import Suite
-from normdiff.harness import api
-from normdiff.harness.data import knobs, ops
-from normdiff.harness.data.ops import norm, record
-from normdiff.harness.data.contracts import Contract
-from normdiff.harness.data.conventions import CONVENTIONS, define
-from normdiff.implementations import registry
 from normdiff.reports import render
 from normdiff.reports.view import View, csv_file
 from normdiff.reports.views import VIEWS
 
-THROWAWAY = record.Op("plain_rms_norm", "y = x * rsqrt(mean(x^2) + eps), no weight (a test's throwaway op)",
-                      (record.X,), ("x", "eps"), (knobs.STATISTIC,), exact=norm.evaluate, vjp=norm.vjp)
+# CONTRIBUTING's "Add an op", step 1: the op's module. A weightless RMS norm with a scaled eps (the
+# knobs express it, so the own implementations need nothing), under a convention of its own
+OP_MODULE = '''"""plain_rms_norm: y = x * rsqrt(mean(x^2) + eps), no weight (a test's throwaway op)."""
+from normdiff.harness.data.ops import norm
+from normdiff.harness.data.ops.record import NORM_KNOBS, X, Op
+
+OP = Op("plain_rms_norm", "y = x * rsqrt(mean(x^2) + eps), no weight (a test's throwaway op)",
+        (X,), ("x", "eps"), NORM_KNOBS, exact=norm.evaluate, vjp=norm.vjp, order=99,
+        conventions=(("throwaway", "a test's convention", {"eps": 1e-5}),))
+'''
+# step 3: its cases
+SUITE = """description = "a test's throwaway op"
+
+[[group]]
+ops = ["plain_rms_norm"]
+conventions = ["throwaway"]
+dtypes = ["float32", "bfloat16"]
+shapes = ["4x128"]
+regimes = ["normal", "tiny_rms:1e-3", "zero_rows"]
+passes = ["forward", "backward"]
+"""
+PACKAGES = {"normdiff": "normdiff", "harness": "normdiff/harness", "cases": "normdiff/cases",
+            "implementations": "normdiff/implementations", "reports": "normdiff/reports"}
 
 
-@pytest.fixture
-def throwaway_op(monkeypatch):
-    """The op record and one convention that defines it: all an op the knobs express needs."""
-    monkeypatch.setitem(ops.OPS, THROWAWAY.name, THROWAWAY)
-    monkeypatch.setitem(CONVENTIONS, "throwaway", define("throwaway", "a test's convention",
-                                                         Contract(THROWAWAY.name, eps=1e-5)))
-    return dataclasses.replace(registry.get("numpy"), op_conventions={(THROWAWAY.name, "throwaway")})
+def test_adding_an_op_is_one_module_and_its_cases(tmp_path):
+    """The recipe, run: a copy of the package with one module added under harness/data/ops/ and a
+    suite, and nothing else; `normdiff list ops` lists it, `normdiff run` runs it through the case
+    model, the oracle, the budgets, the runner and every report file, both passes, own NumPy agreeing."""
+    root, copy = Path(__file__).resolve().parents[1], tmp_path / "copy"
+    for folder, target in PACKAGES.items():  # the installed namespace's layout (pyproject.toml)
+        shutil.copytree(root / folder, copy / target, ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
+    (copy / "normdiff/harness/data/ops/plain_rms_norm.py").write_text(OP_MODULE)
+    (tmp_path / "throwaway.toml").write_text(SUITE)
+    env = {**os.environ, "PYTHONPATH": str(copy)}  # the copy before the editable install
 
+    def normdiff(*args):
+        return subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", *args], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=300)
 
-def test_a_new_op_runs_through_cases_oracle_runner_and_report(throwaway_op, tmp_path):
-    cases = suites.expand(dict(ops=[THROWAWAY.name], conventions=["throwaway"], dtypes=["float32", "bfloat16"],
-                               shapes=["4x128"], regimes=["normal", "tiny_rms:1e-3", "zero_rows"]))
-    assert [c.id for c in cases][:2] == ["plain_rms_norm@throwaway/fp32/4x128/normal",
-                                         "plain_rms_norm@throwaway/fp32/4x128/tiny_rms:1e-3"]
-    assert all(Case.from_id(c.id) == c for c in cases)
-    assert list(cases[0].inputs().arrays) == ["x"]
-    report = api.run_suite(Suite("throwaway", "", tuple(cases)), [throwaway_op])
-    rows = report.results
-    assert len(rows) == 6 and set(rows["outcome"].astype(str)) <= {"identical", "agree"}, rows[["case_id", "outcome"]]
-    assert (rows["weights"] == "").all() and report.meta["exit_code"] == 0
-    out = render.write(report, tmp_path / "r")
-    assert len(pd.read_csv(out / "results.csv")) == 6
-    summary = pd.read_csv(out / "summary.csv").set_index("implementation")
-    assert summary.loc["numpy", "identical"] + summary.loc["numpy", "agree"] == 6
-    assert json.loads((out / "meta.json").read_text())["cases"] == 6
+    listed = normdiff("list", "ops")
+    assert listed.returncode == 0 and "plain_rms_norm(x, eps)" in listed.stdout, listed.stdout + listed.stderr
+    ran = normdiff("run", "--suite", str(tmp_path / "throwaway.toml"), "-i", "numpy", "--out", str(tmp_path / "r"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    rows = pd.read_csv(tmp_path / "r/results.csv")
+    assert set(rows["op"]) == {"plain_rms_norm"} and set(rows["pass"]) == {"forward", "backward"}
+    assert set(rows["outcome"].astype(str)) <= {"identical", "agree"}, rows[["case_id", "outcome"]]
+    assert len(rows) == 12 and rows["weights"].isna().all()  # no weight: an empty column
+    assert {"summary.csv", "junit.xml", "summary.md", "report.html", "meta.json"} <= set(os.listdir(tmp_path / "r"))
+    assert json.loads((tmp_path / "r/meta.json").read_text())["cases"] == 12
 
 
 def test_a_new_view_is_one_file(small_report, monkeypatch, tmp_path):
