@@ -21,7 +21,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import pairs, verdict
-from normdiff.harness.engine.columns import case_columns
+from normdiff.harness.engine.columns import NAMES, case_columns
 
 
 def repro_command(case_id: str, implementation, replays: dict | None = None) -> str:
@@ -50,7 +50,8 @@ def results_frame(outcomes) -> pd.DataFrame:
         outcome = o.measurement.outcome
         row["repro"] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl)
         rows.append(row)
-    frame = pd.DataFrame(rows)
+    # the columns in their one definition's order (engine/columns.py); known_finding comes with the verdict
+    frame = pd.DataFrame(rows, columns=[n for n in NAMES if n != "known_finding"] if rows else None)
     if not frame.empty:
         frame["outcome"] = pd.Categorical(frame["outcome"], categories=OUTCOMES, ordered=True)
         frame = frame.sort_values(["case_id", "implementation"], kind="stable").reset_index(drop=True)
