@@ -60,7 +60,7 @@ import ml_dtypes
 import numpy as np
 
 from normdiff import processes
-from normdiff.text import byte_size
+from normdiff.text import byte_size, general, seconds
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import format_of
 from normdiff.harness.data.errors import UsageError
@@ -408,7 +408,7 @@ def _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path,
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise CommandTimeout(
-                f"command '{shown}' did not finish within {timeout:g} s and was killed; make it faster "
+                f"command '{shown}' did not finish within {general(timeout)} s and was killed; make it faster "
                 f"or allow more time (--timeout; the command gets a little less than the per-call "
                 f"limit){_said(stderr_path)}") from None
         finally:
@@ -416,7 +416,7 @@ def _run(argv, shown, workdir, env, in_path, out_path, stdout_path, stderr_path,
     if code < 0:
         name = _signal_name(-code)
         raise CommandError(f"command '{shown}' was killed by {name} after "
-                           f"{time.perf_counter() - start:.2f} s{_said(stderr_path)}")
+                           f"{seconds(time.perf_counter() - start, 2)}{_said(stderr_path)}")
     if code != 0:
         said = _said(stderr_path) or _said(stdout_path, "stdout")
         raise CommandError(f"command '{shown}' failed with exit status {code}{said or ' (and printed nothing)'}")

@@ -84,6 +84,7 @@ from normdiff.harness.data.contracts import Contract  # noqa: E402
 from normdiff.harness.data.ops import OPS  # noqa: E402
 from normdiff.implementations.frameworks.torch import autograd_vjp, fold  # noqa: E402
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch  # noqa: E402
+from normdiff.text import general, number  # noqa: E402
 from normdiff.implementations.hf_families import (  # noqa: E402
     ATTENTION, FAMILIES, FLOAT32_FUNCTION, IDENTITY_REGIMES, MODULE, ROTARY_ATTENTION, Family, Part)
 
@@ -373,8 +374,8 @@ class FamilyAdapter:
             want = theta ** (-2.0 / head_dim)
             got = float(rotary.inv_freq[1]) if rotary.inv_freq.numel() > 1 else want
             if rotary.attention_scaling != 1.0 or abs(got / want - 1.0) > 1e-5:
-                raise RuntimeError(f"{type(rotary).__name__} did not take rope_theta={theta:g} "
-                                   f"(inv_freq[1] = {got:.6g}, expected {want:.6g})")
+                raise RuntimeError(f"{type(rotary).__name__} did not take rope_theta={general(theta)} "
+                                   f"(inv_freq[1] = {number(got, 6)}, expected {number(want, 6)})")
             return rotary
         return self.module(("rotary", head_dim, theta), make)
 
@@ -446,7 +447,7 @@ def build(cls, part: Part, width: int, groups: int, eps: float) -> torch.nn.Modu
     """cls built from the part's `init`: width positionally, group_size and eps by keyword. A class
     that hard-codes its eps (no "eps" in init) is built only for a case with that eps."""
     if part.eps is not None and eps != part.eps:
-        raise ValueError(f"{part.name} hard-codes eps={part.eps:g}; this case asks for eps={eps:g}")
+        raise ValueError(f"{part.name} hard-codes eps={general(part.eps)}; this case asks for eps={general(eps)}")
     if "group_size" in part.init and width % groups:
         raise ValueError(f"{part.name}: width {width} does not split into {groups} groups")
     values = {"width": width, "group_size": width // groups, "eps": eps}

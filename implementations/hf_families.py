@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from normdiff.harness.data.ops import OPS  # pure data too
+from normdiff.text import general
 
 # how a part is called (hf.py has one method per way)
 MODULE = "module"  # a norm class built from its `init` (Cls(width, eps=eps)), forward(*the op's module_call)
@@ -77,7 +78,8 @@ class Part:
                 return (f"{self.name} has no {name} parameter, so it cannot apply this case's {name}, "
                         f"which is {otherwise}; run it with {name}={identity}")
         if self.eps is not None and case.contract.eps != self.eps:
-            return f"{self.name} hard-codes eps={self.eps:g}; this case asks for eps={case.contract.eps:g}"
+            return (f"{self.name} hard-codes eps={general(self.eps)}; this case asks for "
+                    f"eps={general(case.contract.eps)}")
         return None
 
 
@@ -163,7 +165,7 @@ class Family:
                 continue
             lacks = p.lacks(OPS[op].inputs) if p.how == MODULE else ()
             notes = [f"no {' or '.join(lacks)}"] if lacks else []
-            notes += [f"eps {p.eps:g} fixed"] if p.eps is not None else []
+            notes += [f"eps {general(p.eps)} fixed"] if p.eps is not None else []
             names.append(p.name + (f" ({', '.join(notes)})" if notes else ""))
         if any(p.how == ROTARY_ATTENTION for p in self.ops().values()):
             names.append(f"q_norm then {self.apply_rope} with {self.rotary}")

@@ -222,8 +222,10 @@ def _check(op: str, contract: Contract, inputs: CaseInputs, operands: tuple[str,
     x = inputs.arrays["x"]
     if x.ndim != 2:
         raise ValueError(f"these graphs take x of shape (rows, width); got {x.shape}")
-    if contract.weight_offset:
-        raise ValueError(f"the graph multiplies by w, not {contract.weight_offset:g} + w")
+    if contract.weight_offset:  # imported here: a row's detail names the line an error above is raised at
+        from normdiff.text import general
+
+        raise ValueError(f"the graph multiplies by w, not {general(contract.weight_offset)} + w")
     for name in operands:
         if inputs.arrays[name].shape != (x.shape[-1],):
             raise ValueError(f"the graph takes a {name} of the row's width ({x.shape[-1]},); this case's is "

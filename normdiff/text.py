@@ -1,6 +1,8 @@
-"""How normdiff writes a number for a person: one formatter for every report, message and command;
-and how it prints text it was given (names, exception text, stderr) without letting it act on a
-terminal (`printable`).
+"""How normdiff writes a number for a person: the named formats every report, message and command
+uses (`number`, `precise`, `general`, `fixed`, `share`, `seconds`, `ulps`, `columns`), so that no
+module spells a format of its own; and how it prints text it was given (names, exception text,
+stderr) without letting it act on a terminal (`printable`). The sentences that compare an error
+with its budget are built from these in normdiff/wording.py.
 
 Pure: imports nothing from normdiff.
 """
@@ -26,6 +28,46 @@ def number(value, digits: int = 3, missing: str = "") -> str:
         value = float(value)
         return missing if math.isnan(value) else f"{value:.{digits}g}"
     return str(value)
+
+
+def precise(value, missing: str = "-") -> str:
+    """`number` with six significant digits and '-' where there is none: the figures a replay lists
+    in full ('max_ulp 121.375', 'rel_l2 0.0123457')."""
+    return number(value, 6, missing=missing)
+
+
+def general(value) -> str:
+    """Python's general format ('g': six significant digits, no trailing zeros, an exponent from
+    1e+06 up and below 1e-04), as a value someone set is written: an eps ('1e-06'), a theta ('1e+06'), a
+    weight offset ('1'), a timeout in seconds, a budget as configured. Exactly f"{value:g}"; unlike
+    `number`, an integer gets the same form as a float."""
+    return f"{value:g}"
+
+
+def fixed(value, places: int) -> str:
+    """`value` with `places` digits after the point: a cosine ('0.999998'), a time ('1.234')."""
+    return f"{value:.{places}f}"
+
+
+def share(value, digits: int = 0) -> str:
+    """A fraction as a percentage: 0.99 -> '99%', with `digits` after the point."""
+    return f"{value:.{digits}%}"
+
+
+def seconds(value, places: int = 1) -> str:
+    """A duration: '18.2 s'."""
+    return f"{fixed(value, places)} s"
+
+
+def ulps(value, digits: int = 3, missing: str = "") -> str:
+    """An error in ULPs: '43.6 ulp' (`number`'s digits and `missing`)."""
+    return f"{number(value, digits, missing=missing)} ulp"
+
+
+def columns(values, width: int, digits: int) -> str:
+    """Numbers as right-aligned columns `width` wide with `digits` significant digits, one space
+    apart: the rows of a side-by-side ('    0.1235     -1.235'); 'nan' and 'inf' as such."""
+    return " ".join(f"{v:>{width}.{digits}g}" for v in values)
 
 
 def byte_size(count: float) -> str:

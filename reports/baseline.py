@@ -44,6 +44,7 @@ from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import verdict
 from normdiff.reports.markup import markdown_table, md_code, md_text
+from normdiff import wording
 from normdiff.text import number, printable
 
 FORMAT = "normdiff-baseline/1"
@@ -335,10 +336,6 @@ def _failing(outcome: str) -> bool:
     return outcome not in PASSING and outcome not in NOT_RUN
 
 
-def _f(value) -> str:
-    return number(value, missing="nan")
-
-
 def compare(baseline: Baseline, results: pd.DataFrame, meta: dict | None = None) -> Comparison:
     """Compare a run's results table (and meta: versions, budgets) with a baseline.
 
@@ -438,7 +435,7 @@ def _classify(add, case_id: str, impl: str, b: dict | None, c: dict | None, new:
     tol = c["tolerance_ulp"] if not math.isnan(c["tolerance_ulp"]) else b["tolerance_ulp"]
     grew = c_ulp - b_ulp if not (math.isnan(b_ulp) or math.isnan(c_ulp)) else float("nan")
     worse, better = RANK[after] > RANK[before], RANK[after] < RANK[before]
-    ulps = f"max_ulp {_f(b_ulp)} -> {_f(c_ulp)}"
+    ulps = f"max_ulp {number(b_ulp, missing='nan')} -> {number(c_ulp, missing='nan')}"
     if mutant:
         if before != after:
             add("mutant", case_id, impl, kind, before, after, b, c,
@@ -453,16 +450,15 @@ def _classify(add, case_id: str, impl: str, b: dict | None, c: dict | None, new:
     elif better and _failing(before):
         add("improvement", case_id, impl, kind, before, after, b, c, f"{before} -> {after} ({ulps})")
     elif before != after:  # identical <-> agree: both within the budget
-        add("drift", case_id, impl, kind, before, after, b, c, f"{before} -> {after} ({ulps}), within budget")
+        add("drift", case_id, impl, kind, before, after, b, c,
+            wording.still_within_budget(f"{before} -> {after} ({ulps})"))
     elif grew > tol:
-        add("regression", case_id, impl, kind, before, after, b, c,
-            f"{ulps}: grew by {grew:.3g}, more than the tolerance {tol:g} ulp")
+        add("regression", case_id, impl, kind, before, after, b, c, wording.grew_past_tolerance(ulps, grew, tol))
     elif -grew > tol:
-        add("improvement", case_id, impl, kind, before, after, b, c,
-            f"{ulps}: shrank by {-grew:.3g}, more than the tolerance {tol:g} ulp")
+        add("improvement", case_id, impl, kind, before, after, b, c, wording.shrank_past_tolerance(ulps, -grew, tol))
     elif not _failing(after) and grew > DRIFT_SHARE * tol:
         add("drift", case_id, impl, kind, before, after, b, c,
-            f"{ulps}: grew by more than {DRIFT_SHARE:.0%} of the {tol:g} ulp budget, still {after}")
+            wording.grew_share_of_budget(ulps, DRIFT_SHARE, tol, after))
     elif b["output_digest"] != c["output_digest"] and b["output_digest"] and c["output_digest"]:
         add("drift", case_id, impl, kind, before, after, b, c, f"output bits changed, still {after} ({ulps})")
 

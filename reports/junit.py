@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 from normdiff.clock import utc_now
+from normdiff.text import fixed
+from normdiff.wording import outside_the_budget
 from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.harness.engine import verdict
 from normdiff.harness.engine.tables import ranked
@@ -54,7 +56,7 @@ def _seconds(rows: list[dict]) -> float:
 
 
 def _time(value: float) -> str:
-    return f"{max(value, 0.0):.3f}"
+    return fixed(max(value, 0.0), 3)
 
 
 def testcases(results: pd.DataFrame) -> list[dict]:
@@ -126,7 +128,7 @@ def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> No
     top = bad[0]
     case["status"] = "failed"
     case["type"] = str(top["outcome"])
-    case["message"] = (f"{len(bad)} of {len(ran)} case(s) of {op}@{convention} outside the budget; worst "
+    case["message"] = (outside_the_budget(f"{len(bad)} of {len(ran)} case(s) of {op}@{convention}") + "; worst "
                        + "; ".join(line.strip() for line in messages.message(top, limit=200).split("\n")))
     lines = [messages.message(r) for r in bad[:BODY_ROWS]]
     if len(bad) > BODY_ROWS:

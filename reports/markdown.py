@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from normdiff.reports.markup import md_code, md_text
 from normdiff.reports.views import VIEWS
+from normdiff.text import seconds
 
 
 def _verdict(meta: dict) -> str:
@@ -21,7 +22,7 @@ def summary_markdown(report) -> str:
     meta = report.meta
     head = (f"# normdiff report: suite {md_code(meta['suite'])}\n\n"
             f"{md_text(meta['cases'])} cases x {md_text(meta['implementations'])} implementations in "
-            f"{meta['seconds']:.1f} s. "
+            f"{seconds(meta['seconds'])}. "
             f"Exit status {meta['exit_code']}: {_verdict(meta)}")
     if meta.get("incomplete"):
         head += (f"\n\n**INCOMPLETE:** {md_text(meta['incomplete'])}; the cases that did not finish have no "

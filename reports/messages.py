@@ -3,12 +3,14 @@ the same facts in the same words wherever a failing row is shown.
 
 Modelled on torch.testing's `_make_mismatch_msg` (torch/testing/_comparison.py): what was compared,
 how it came out, the greatest error against what is allowed, then what it says about itself and
-how to replay it. A row is a results.csv row (a dict or a pandas row).
+how to replay it. A row is a results.csv row (a dict or a pandas row). The error against its
+budget is said by normdiff/wording.py, as everywhere else.
 """
 from __future__ import annotations
 
 from normdiff.harness.engine.tables import repro_command
-from normdiff.text import number
+from normdiff import wording
+from normdiff.text import number, ulps
 
 
 # the columns of a row that figures, headline, detail and message read
@@ -38,10 +40,10 @@ def figures(row) -> str:
     if str(_get(row, "outcome", "")) == "nan_mismatch":
         nan, inf = int(_get(row, "nan_count", 0) or 0), int(_get(row, "inf_count", 0) or 0)
         said = f"{nan} NaN and {inf} Inf in the output"
-        return said + (f"; its finite elements within {number(ulp)} ulp" if ulp is not None and ulp == ulp else "")
+        return said + (f"; its finite elements within {ulps(ulp)}" if ulp is not None and ulp == ulp else "")
     if ulp is None or ulp != ulp:
         return ""
-    text = f"max {number(ulp)} ulp (budget {number(_get(row, 'tolerance_ulp'), missing='n/a')})"
+    text = f"max {wording.with_budget(ulp, _get(row, 'tolerance_ulp'))}"
     rel = _get(row, "rel_l2")
     return text + (f", rel_l2 {number(rel)}" if rel is not None and rel == rel else "")
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from normdiff.files import atomic_write
 from normdiff.harness.data.errors import UsageError
+from normdiff.text import general, share
 
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
 
@@ -130,7 +131,7 @@ def regime_errors(table, path=None):
 
     decades = np.log10(max(3.0, top * 3.0) / bottom)
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 4 else (1.0,)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: general(v)))
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(axis="y", which="major", alpha=0.3)
     _place(fig, [(ax, 9.0, 3.4)], legend={"fontsize": 7, "frameon": False})
@@ -164,12 +165,12 @@ def agreement_heatmap(matrices, path=None):
         if n <= 24:
             for (i, j), v in _cells(values):
                 if v == v:  # not NaN (a pair that shares no case)
-                    ax.text(j, i, f"{v:.0%}" if v < 1 else "all", ha="center", va="center", fontsize=6,
+                    ax.text(j, i, share(v) if v < 1 else "all", ha="center", va="center", fontsize=6,
                             color="white" if v < 0.2 or v > 0.85 else "black")
     boxes = [(ax, side, side) for ax in axes]
     if image is not None:
         bar = fig.add_axes((0, 0, 1, 1))
-        fig.colorbar(image, cax=bar, format=lambda v, _: f"{v:.0%}")
+        fig.colorbar(image, cax=bar, format=lambda v, _: share(v))
         boxes.append((bar, 0.2, 0.8 * side))
     _place(fig, boxes)
     return _finish(fig, path)

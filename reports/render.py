@@ -19,6 +19,7 @@ from normdiff.reports.markdown import summary_markdown
 from normdiff.reports.views import VIEWS
 from normdiff.reports.views.agreement import EXACT_SHARE, braces
 from normdiff.reports.views.summary import COLUMNS as SUMMARY_COLUMNS
+from normdiff.text import number, share
 
 
 def write(report, out_dir: str | os.PathLike) -> Path:
@@ -56,12 +57,12 @@ def terminal(report) -> str:
     summary = summary.assign(**{c: summary[c].map(one) for c in summary.columns
                                 if not pd.api.types.is_numeric_dtype(summary[c])})
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        text = summary.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+        text = summary.to_string(index=False, float_format=lambda v: number(v, missing="nan"))
     groups = "; ".join(braces(map(one, g)) for g in report.groups("agree"))
     exact = "\n".join(f"  {one(dtype):<9} " + "; ".join(braces(map(one, g)) for g in fams)
                       for dtype, fams in report.exact_families().items())
     return (f"{text}\n\n{_mutant_line(report)}agreement groups: {groups}\n"
-            f"bit-exact families (identical on >= {EXACT_SHARE:.0%} of elements):\n{exact}\n")
+            f"bit-exact families (identical on >= {share(EXACT_SHARE)} of elements):\n{exact}\n")
 
 
 def _mutant_line(report) -> str:

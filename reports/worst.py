@@ -16,6 +16,7 @@ from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.engine.runner import prepare
 from normdiff.harness.engine import verdict
 from normdiff.harness.engine.tables import ranked
+from normdiff.text import columns, ulps
 
 SIDE_BY_SIDE = 6  # elements shown from the start of the worst row (plus its worst element)
 
@@ -79,10 +80,10 @@ def as_text(frame: pd.DataFrame | None, indent: str = "  ") -> str:
         return f"{indent}(no output kept for this case)"
     a = frame.attrs
     names = ["x", "exact", "reference", frame.index[3][:12], "ulp error"]
-    head = (f"worst element: row {a['row']}, column {a['column']} ({frame.iloc[4].max():.4g} ulp); "
+    head = (f"worst element: row {a['row']}, column {a['column']} ({ulps(frame.iloc[4].max(), 4, missing='nan')}); "
             f"row {a['row']}, columns {', '.join(c.split(']')[0].strip('[') for c in frame.columns)} ({a['dtype']}):")
     lines = [indent + head]
-    lines += [f"{indent}{name:<12}" + " ".join(f"{v:>12.6g}" for v in frame.iloc[i]) for i, name in enumerate(names)]
+    lines += [f"{indent}{name:<12}" + columns(frame.iloc[i], 12, 6) for i, name in enumerate(names)]
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ Every module's imports are read with `ast`, those inside functions included (an 
 late still ties two modules together); only `if TYPE_CHECKING:` blocks are left out, since they never
 run. The layers, bottom first:
 
-    base      normdiff (the package root: version, files, clock, text)
+    base      normdiff (the package root: version, files, clock, text, wording)
     data      normdiff.harness (its __init__), normdiff.harness.data
     cases     normdiff.cases, normdiff.strategies (Hypothesis strategies composed from the case model)
     impls     normdiff.implementations

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normdiff.harness.data.dtypes import get_format
+from normdiff.text import general, number
 
 MIN_FRACTION = 0.8  # of the informative spans (or channels) a relation must explain to be said
 MIN_SPANS = 3
@@ -157,18 +158,18 @@ def fit_eps(items: list[_Spans]) -> Fit | None:
 
 
 def _eps_text(relation, predicted, eps, width, constant, factor, known) -> str:
-    case_eps = ", ".join(f"{e:g}" for e in sorted(set(eps)))
+    case_eps = ", ".join(general(e) for e in sorted(set(eps)))
     widths = sorted(set(int(w) for w in width))
     if relation == "constant":
         value = float(np.median(predicted))
         name = KNOWN_EPS.get(value)
-        return (f"your eps behaves like {value:.3g} on every case, whatever its eps ({case_eps}): the eps "
-                f"argument is ignored" + (f"; {value:g} is {name}" if name else ""))
+        return (f"your eps behaves like {number(value)} on every case, whatever its eps ({case_eps}): the eps "
+                f"argument is ignored" + (f"; {general(value)} is {name}" if name else ""))
     if relation == "width":
         w, e = widths[0], float(np.min(eps))
         where = f"on every width ({', '.join(map(str, widths))})" if len(widths) > 1 else f"at width {w}"
-        return (f"your eps behaves like n x eps (e.g. {w * e:.3g} = {w} x {e:g}) {where}: eps is added to the "
-                f"mean where the sum is meant")
+        return (f"your eps behaves like n x eps (e.g. {number(w * e)} = {w} x {general(e)}) {where}: eps is added "
+                f"to the mean where the sum is meant")
     if relation == "per_width":
         return "your eps behaves like eps / n: eps is added to the sum where the mean is meant"
     if relation == "max_square":
@@ -178,7 +179,7 @@ def _eps_text(relation, predicted, eps, width, constant, factor, known) -> str:
         return "your eps acts outside the square root: x / (sqrt(stat) + eps)"
     if relation == "none":
         return "your eps is 0: no eps at all (an all-zero row gives 0/0)"
-    return f"your eps behaves like {factor:.3g} x the case's eps ({case_eps})"
+    return f"your eps behaves like {number(factor)} x the case's eps ({case_eps})"
 
 
 def fit_scale(items: list[_Spans]) -> Fit | None:
@@ -221,7 +222,7 @@ def fit_scale(items: list[_Spans]) -> Fit | None:
 
 def _claimed_scale(s: _Spans) -> str:
     offset = float(np.median(s.scale[0] - s.weight[0]))
-    return {0.0: "w", 1.0: "1 + w", 2.0: "2 + w"}.get(round(offset, 6), f"{offset:g} + w")
+    return {0.0: "w", 1.0: "1 + w", 2.0: "2 + w"}.get(round(offset, 6), f"{general(offset)} + w")
 
 
 def fit_statistic(items: list[_Spans]) -> Fit | None:

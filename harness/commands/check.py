@@ -33,7 +33,8 @@ from normdiff.harness.engine.tables import repro_command
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
-from normdiff.text import number
+from normdiff.text import columns
+from normdiff.wording import against_a_budget
 
 EXIT_CODES = {"agrees": 0, "disagrees": 1, "error": 2, "partial": 3}
 
@@ -311,7 +312,7 @@ def describe(result: CheckResult, target: str) -> str:
         lines.append(f"  layouts: {result.layouts_skipped}")
     if result.margin:
         m = result.margin
-        lines.append(f"  margin: worst {number(m['worst_ulp'])} ulp against a budget of {number(m['budget_ulp'])} "
+        lines.append(f"  margin: worst {against_a_budget(m['worst_ulp'], m['budget_ulp'])} "
                      f"({one(m['case_id'])}); {m['identical']} of {m['of']} cases bit-identical to the exact result "
                      "rounded")
     lines += _diagnosis_lines(result)
@@ -319,10 +320,9 @@ def describe(result: CheckResult, target: str) -> str:
     if w:
         lines.append(f"  worst case: {one(w['headline'])}")
         if "x" in w:
-            fmt = lambda v: " ".join(f"{a:>10.4g}" for a in v)  # noqa: E731
-            lines += [f"    row {w['row']}, columns {one(', '.join(w['columns']))}", f"    x          {fmt(w['x'])}",
-                      f"    reference  {fmt(w['reference'])}", f"    yours      {fmt(w['yours'])}",
-                      f"    ulp error  {fmt(w['ulp_error'])}"]
+            lines += [f"    row {w['row']}, columns {one(', '.join(w['columns']))}"]
+            lines += [f"    {name:<10} {columns(w[key], 10, 4)}" for name, key in
+                      (("x", "x"), ("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
     return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
 
 

@@ -21,7 +21,7 @@ from normdiff import interrupts, processes
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
-from normdiff.text import printable
+from normdiff.text import general, printable, seconds
 
 USAGE_ERROR = 2
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h)
@@ -258,7 +258,7 @@ def _run(args) -> int:
         print(render.terminal(report))
         if comparison is not None:
             print(comparison.terminal())
-        print(f"{report.meta['cases']} cases in {report.meta['seconds']:.1f} s; report written to {out}/"
+        print(f"{report.meta['cases']} cases in {seconds(report.meta['seconds'])}; report written to {out}/"
               + (f"; baseline saved to {args.save_baseline}" if args.save_baseline else ""))
     elif comparison is not None and (comparison.warnings or comparison.exit_code):
         print(comparison.terminal(), file=sys.stderr)
@@ -395,7 +395,7 @@ def _fuzz_parser(sub) -> None:
                     help="only x in this input regime (tiny_rms, tiny_rms:1e-4, ...; repeatable)")
     _pass_option(fz)
     fz.add_argument("--max-time", type=_seconds, metavar="SECONDS", help="search this long (default: "
-                    f"{defaults.DEFAULT_MAX_TIME:g} s unless --max-examples is given)")
+                    f"{general(defaults.DEFAULT_MAX_TIME)} s unless --max-examples is given)")
     fz.add_argument("--max-examples", type=_whole, metavar="N", help="search at most N examples")
     fz.add_argument("--shrink-time", type=_seconds, default=defaults.DEFAULT_SHRINK_TIME, metavar="SECONDS",
                     help="seconds the shrink of a failure may take (default: %(default)s)")
@@ -406,7 +406,7 @@ def _fuzz_parser(sub) -> None:
     fz.add_argument("--max-width", type=_whole, default=defaults.DEFAULT_MAX_WIDTH, help="the widest a case is "
                     "(default: %(default)s)")
     fz.add_argument("--timeout", type=_seconds, default=defaults.DEFAULT_TIMEOUT, help="seconds one call may "
-                    f"take; importing an implementation at least {defaults.MIN_LOAD_TIMEOUT:g} s (default: %(default)s)")
+                    f"take; importing an implementation at least {general(defaults.MIN_LOAD_TIMEOUT)} s (default: %(default)s)")
     fz.add_argument("--no-database", action="store_true", help="neither replay nor save examples in "
                     "Hypothesis' example database (normdiff's cache)")
     fz.add_argument("--json", action="store_true", help="print exactly one JSON object")

@@ -17,6 +17,7 @@ from normdiff.harness.data.bugs import BUGS, Bug, get_bug
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING
 from normdiff.implementations import registry
+from normdiff.text import fixed, number, ulps
 
 SWEEP_RMS = np.logspace(-5, 1, 13)  # input RMS of the sweep for the bugs tiny inputs expose
 SWEEP_DTYPES = ("float32", "bfloat16")
@@ -61,12 +62,13 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None, passes
         # bf16 first: where models run, and where a small error hides under the rounding floor
         pool = typical[typical["dtype"] == "bfloat16"] if (typical["dtype"] == "bfloat16").any() else typical
         best = pool.sort_values(["cosine", "rel_l2"], ascending=[False, True]).iloc[0]
-        lines += [f"Looks right here: {best['case_id']} ({best['outcome']}, rel_l2 {best['rel_l2']:.3g}, "
-                  f"cosine {best['cosine']:.6f})", _side_by_side(report, best["case_id"], bug.id), ""]
+        lines += [f"Looks right here: {best['case_id']} ({best['outcome']}, "
+                  f"rel_l2 {number(best['rel_l2'], missing='nan')}, cosine {fixed(best['cosine'], 6)})",
+                  _side_by_side(report, best["case_id"], bug.id), ""]
     if len(caught):
         worst = caught.sort_values("rel_l2", ascending=False).iloc[0]
         lines += [f"Exposed by {bug.exposes}. Badly wrong here: {worst['case_id']} ({worst['outcome']}, "
-                  f"rel_l2 {worst['rel_l2']:.3g}, max {worst['max_ulp']:.3g} ulp)",
+                  f"rel_l2 {number(worst['rel_l2'], missing='nan')}, max {ulps(worst['max_ulp'], missing='nan')})",
                   _side_by_side(report, worst["case_id"], bug.id), "",
                   f"Caught by {len(caught)} of {len(rows)} {bug.op}@{bug.convention} cases of suite "
                   f"'{suite}', in regimes: {', '.join(sorted(caught['regime'].unique()))}"]
@@ -94,14 +96,16 @@ def explain_backward(bug: BackwardBug, suite: str = "default", passes: str = "bo
     lines = [f"{bug.id}: {bug.symptom}", f"  backward of {bug.op} under convention {bug.convention}; corrupts "
              f"{', '.join(bug.outputs)} in {', '.join(bug.dtypes)}", "", f"  wrong: {bug.formula}", ""]
     for output, of in rows.groupby("output"):
-        lines.append(f"  {output}: cosine to the exact gradient {of['cosine'].min():.6f}-{of['cosine'].max():.6f}, "
-                     f"scale (rms ratio) {of['rms_ratio'].min():.3g}-{of['rms_ratio'].max():.3g}, torch.testing."
+        cosine = f"{fixed(of['cosine'].min(), 6)}-{fixed(of['cosine'].max(), 6)}"
+        scale = f"{number(of['rms_ratio'].min(), missing='nan')}-{number(of['rms_ratio'].max(), missing='nan')}"
+        lines.append(f"  {output}: cosine to the exact gradient {cosine}, scale (rms ratio) {scale}, torch.testing."
                      f"assert_close passes {int(of['assert_close'].astype(bool).sum())}/{len(of)}; caught on "
                      f"{int(of['outcome'].isin(DISAGREEING).sum())}/{len(of)}")
     if len(caught):
         worst = caught.sort_values("rel_l2", ascending=False).iloc[0]
-        lines += ["", f"Badly wrong here: {worst['case_id']} ({worst['outcome']}, rel_l2 {worst['rel_l2']:.3g}, "
-                      f"max {worst['max_ulp']:.3g} ulp of the gradient's terms)",
+        lines += ["", f"Badly wrong here: {worst['case_id']} ({worst['outcome']}, "
+                      f"rel_l2 {number(worst['rel_l2'], missing='nan')}, "
+                      f"max {ulps(worst['max_ulp'], missing='nan')} of the gradient's terms)",
                   _side_by_side(report, worst["case_id"], bug.id), "",
                   f"Caught by {len(caught)} of {len(rows)} backward {bug.op}@{bug.convention} cases of suite '{suite}', "
                   f"with dy: {', '.join(sorted(caught['dy'].unique()))}"]
@@ -137,10 +141,11 @@ def _plausible(typical) -> str:
         return "No typical (N(0, 1)) cases in this suite for it."
     passes = int(typical["assert_close"].astype(bool).sum())
     return (f"On typical N(0, 1) inputs ({len(typical)} cases) it looks plausible: output rms "
-            f"{typical['rms_ratio'].min():.3g}-{typical['rms_ratio'].max():.3g} x the reference's, "
-            f"{int(typical['nan_count'].sum())} NaN, cosine to the reference >= {typical['cosine'].min():.6f}; "
-            f"torch.testing.assert_close's defaults pass it on {passes}/{len(typical)}; "
-            f"rel_l2 {typical['rel_l2'].min():.3g}-{typical['rel_l2'].max():.3g}.")
+            f"{number(typical['rms_ratio'].min(), missing='nan')}-{number(typical['rms_ratio'].max(), missing='nan')} "
+            f"x the reference's, {int(typical['nan_count'].sum())} NaN, cosine to the reference >= "
+            f"{fixed(typical['cosine'].min(), 6)}; torch.testing.assert_close's defaults pass it on "
+            f"{passes}/{len(typical)}; rel_l2 {number(typical['rel_l2'].min(), missing='nan')}-"
+            f"{number(typical['rel_l2'].max(), missing='nan')}.")
 
 
 def _side_by_side(report, case_id: str, impl: str) -> str:

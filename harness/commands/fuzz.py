@@ -47,7 +47,8 @@ from normdiff.interrupts import SIGNALS, Interrupted
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import PASSES
 from normdiff.harness.data.outcomes import OUTCOMES
-from normdiff.text import number
+from normdiff.text import number, seconds
+from normdiff.wording import against_a_budget
 
 if TYPE_CHECKING:  # the engine, the strategies and Hypothesis are imported when a fuzz runs
     from normdiff.harness.engine.runner import Outcome
@@ -470,21 +471,21 @@ def describe(result: FuzzResult) -> str:
     if not result.found:
         why = {"max-time": "the time limit", "max-examples": "the example limit",
                "exhausted": "every case the options allow"}.get(result.stopped, result.stopped)
-        lines.append(f"  nothing found in {result.examples} examples ({rate}) in {result.seconds:.1f} s: "
+        lines.append(f"  nothing found in {result.examples} examples ({rate}) in {seconds(result.seconds)}: "
                      f"stopped at {why}")
         return "\n".join(lines)
     m = result.minimal
     where = "replayed from the example database" if result.from_database else \
         f"after {result.examples} example{'s' if result.examples != 1 else ''}"
     cut = ", out of shrink time: the smallest seen" if result.stopped == "shrink-time" else ""
-    lines.append(f"  FOUND {where} in {result.time_to_find:.1f} s; shrunk in {result.shrink_examples} more "
-                 f"({result.shrink_seconds:.1f} s{cut})")
+    lines.append(f"  FOUND {where} in {seconds(result.time_to_find)}; shrunk in {result.shrink_examples} more "
+                 f"({seconds(result.shrink_seconds)}{cut})")
     rows = f"{m['rows']} row{'s' if m['rows'] != 1 else ''}"
     heads = f" ({m['num_heads']} heads of {m['width'] // m['num_heads']})" if m["num_heads"] > 1 else ""
     lines += [f"  minimal case  {one(m['case_id'])}",
               f"                {rows} x {m['width']} wide{heads}, {m['dtype']}, layout {m['layout']}",
               f"  outcome       {m['outcome']} in {one(m['implementation'])}"
-              + (f": max {number(m['max_ulp'])} ulp against a budget of {number(m['budget_ulp'])}"
+              + (f": max {against_a_budget(m['max_ulp'], m['budget_ulp'])}"
                  if m["max_ulp"] is not None else "")]
     if m["detail"]:
         lines.append(f"                {one(m['detail'])}")

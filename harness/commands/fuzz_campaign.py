@@ -171,16 +171,16 @@ def _count(n: int, what: str) -> str:
 
 def describe_shard(shard: FuzzShard, value) -> str:
     """One line for a finished shard (and the minimal case's lines when it found one)."""
-    from normdiff.text import printable
+    from normdiff.text import printable, seconds
 
     name = printable(f"{shard.impl.name} {shard.op}@{shard.convention}", newlines=False)
     if isinstance(value, fuzz.FuzzResult):
         if not value.found:
-            return (f"  nothing  {name}: {_count(value.examples, 'example')} in {value.seconds:.1f} s "
+            return (f"  nothing  {name}: {_count(value.examples, 'example')} in {seconds(value.seconds)} "
                     f"(seed {shard.seed})")
         m = value.minimal
         return "\n".join([
-            f"  FOUND    {name}: {m['outcome']} after {_count(value.examples, 'example')} in {value.time_to_find:.1f} s "
+            f"  FOUND    {name}: {m['outcome']} after {_count(value.examples, 'example')} in {seconds(value.time_to_find)} "
             f"(seed {shard.seed})",
             f"           minimal case  {printable(m['case_id'], newlines=False)}",
             f"           repro         {printable(m['repro'], newlines=False)}",

@@ -21,7 +21,8 @@ from normdiff.harness.engine import model_run
 from normdiff.implementations import registry
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_model_families import FAMILIES, KINDS, get_family
-from normdiff.text import number, printable
+from normdiff import wording
+from normdiff.text import number, printable, share
 
 OPTIONS = {kind: f"--{kind}" for kind in KINDS}
 
@@ -197,14 +198,14 @@ def describe(run: model_run.ModelRun) -> str:
         lines.append(f"  {run.failed['path']}: the swapped implementation {run.failed['why']}; the model stopped there")
     first = run.first_diverging
     if first is not None and run.failed and first.path == run.failed["path"]:
-        lines.append(f"  first site out of budget: {first.path} ({first.kind}: it failed, no output)")
+        lines.append("  " + wording.first_out_of_budget(first.path, f"{first.kind}: it failed, no output"))
     elif first is not None:
-        measured = f"{number(first.max_ulp)} ulp against {number(first.budget)}, " if first.max_ulp == first.max_ulp else ""
-        lines.append(f"  first site out of budget: {first.path} ({first.kind}: {measured}{first.outcome})"
+        measured = f"{wording.against(first.max_ulp, first.budget)}, " if first.max_ulp == first.max_ulp else ""
+        lines.append("  " + wording.first_out_of_budget(first.path, f"{first.kind}: {measured}{first.outcome}")
                      + (f"; {first.detail}" if first.detail else ""))
     if run.logits is not None:
         lines.append(f"  final hidden state: {_comparison(run.hidden)}")
-        lines.append(f"  logits: {_comparison(run.logits)}; top-1 agreement {run.logits.top1_agreement:.0%} "
+        lines.append(f"  logits: {_comparison(run.logits)}; top-1 agreement {share(run.logits.top1_agreement)} "
                      f"of {run.tokens} tokens")
     dtypes = sorted({s.detail for s in run.sites if s.implementation and s.detail.startswith("returns ")})
     if dtypes:  # judged as returned; the model goes on in its own dtype, as a cast would make it
@@ -213,7 +214,8 @@ def describe(run: model_run.ModelRun) -> str:
     swapped_sites = [s for s in run.sites if s.implementation]
     bad = [s for s in swapped_sites if not s.passing]
     verdict = "AGREES" if run.agrees else "DISAGREES"
-    lines.append(f"  {verdict}: {len(swapped_sites) - len(bad)} of {len(swapped_sites)} swapped sites within budget")
+    within = wording.within_budget(len(swapped_sites) - len(bad), len(swapped_sites), "swapped sites")
+    lines.append(f"  {verdict}: {within}")
     if run.replay:
         lines.append(f"  replay: {run.replay}")
     return printable("\n".join(lines))
@@ -223,12 +225,12 @@ def _own_classes(run: model_run.ModelRun) -> str:
     """The unswapped run's verdict on the model's own classes: the reference is judged too."""
     own = run.own_out_of_budget
     if own:
-        return ("the model's own class leaves its budget in the unswapped run at " +
-                ", ".join(f"{s.path} ({number(s.max_ulp)} ulp against {number(s.budget)})" for s in own[:3]) +
-                (f" and {len(own) - 3} more" if len(own) > 3 else ""))
+        at = ", ".join(f"{s.path} ({wording.against(s.max_ulp, s.budget)})" for s in own[:3])
+        more = f" and {len(own) - 3} more" if len(own) > 3 else ""
+        return wording.leaves_its_budget("the model's own class", f"in the unswapped run at {at}{more}")
     top = max(run.own, key=lambda s: s.max_ulp / s.budget)
-    return (f"the model's own classes, judged the same way: all {len(run.own)} sites within budget (worst "
-            f"{number(top.max_ulp)} ulp against {number(top.budget)}, {top.path})")
+    return "the model's own classes, judged the same way: " + wording.all_within_budget(
+        len(run.own), "sites", top.max_ulp, top.budget, top.path)
 
 
 def _drift(value: float) -> str:
@@ -256,7 +258,7 @@ def describe_mutants(table: MutantTable) -> str:
             first, lg = run.first_diverging, run.logits
             where = first.path if first else "none: within budget everywhere"
             ulp, budget = (number(first.max_ulp), number(first.budget)) if first else ("-", "-")
-            rel, top = (number(lg.rel_l2), f"{lg.top1_agreement:.0%}") if lg else ("-", "-")
+            rel, top = (number(lg.rel_l2), share(lg.top1_agreement)) if lg else ("-", "-")
             name, family = (r.mutant, r.family) if i == 0 else ("", "")
             lines.append(f"  {name:<26} {family:<10} {dtype:<9} {where:<40} {ulp:>9} {budget:>6} {rel:>13} {top:>6}")
             if run.failed:

@@ -41,7 +41,8 @@ from normdiff.harness.engine import oracle
 from normdiff.harness.engine.judge import ulp_rule
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages, worst
-from normdiff.text import number
+from normdiff.text import precise
+from normdiff.wording import budget_of, max_ulp_with_budget
 
 DETECTORS = ("scale_ratio", "ratio_spread", "span_rms_err", "row_bias_ulp", "channel_bias_ulp",
              "channel_bias_budget", "zero_excess", "nan_count", "inf_count")
@@ -116,10 +117,6 @@ def prepared_reference(case: Case):
     return prepare(case, [case]).ref
 
 
-def _number(value) -> str:
-    return number(value, 6, missing="-")
-
-
 def _py_float(value) -> str:
     """A float as Python source (nan for a missing value)."""
     if value is None or not math.isfinite(float(value)):
@@ -141,13 +138,13 @@ def describe(r: Replay) -> str:
     lines = [f"case            {one(case.id)}",
              f"contract        {case.contract.describe()}",
              f"implementation  {one(impl.name)} ({one(impl.kind)}, {one(impl.framework)}): {one(impl.description)}",
-             f"outcome         {one(row['outcome'])}" + (f" (budget {_number(budget)} ulp of {one(case.dtype)})"
+             f"outcome         {one(row['outcome'])}" + (f" ({budget_of(budget, one(case.dtype))})"
                                                         if budget == budget and budget is not None else ""),
              f"measured        {one(messages.headline(row))}",
-             "errors          " + "  ".join(f"{k} {_number(row.get(k))}" for k in
+             "errors          " + "  ".join(f"{k} {precise(row.get(k))}" for k in
                                            ("max_ulp", "p99_ulp", "max_abs", "rel_l2")),
-             "detectors       " + "  ".join(f"{k} {_number(row.get(k))}" for k in DETECTORS),
-             "plausibility    " + "  ".join(f"{k} {_number(row.get(k))}" for k in PLAUSIBILITY)]
+             "detectors       " + "  ".join(f"{k} {precise(row.get(k))}" for k in DETECTORS),
+             "plausibility    " + "  ".join(f"{k} {precise(row.get(k))}" for k in PLAUSIBILITY)]
     if row.get("output_dtype"):
         lines.append(f"output          {one(row['output_dtype'])}, digest {one(row.get('output_digest', ''))}")
     if row.get("detail"):
@@ -156,7 +153,7 @@ def describe(r: Replay) -> str:
         lines.append(f"known finding   {one(row['known_finding'])}")
     if r.output is not None and np.shape(r.output) == r.exact.shape:
         lines += ["", worst.as_text(worst.side_by_side({(case.id, impl.name): r.output}, case.id, impl.name))]
-    lines += ["", f"max_ulp {_number(row.get('max_ulp'))}"]
+    lines += ["", f"max_ulp {precise(row.get('max_ulp'))}"]
     return printable("\n".join(lines))  # the detail may span lines; nothing in it acts on the terminal
 
 
@@ -326,8 +323,8 @@ def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> 
     seen = ""
     if replayed is not None:
         row = replayed.row
-        seen = (f"\nnormdiff measured: {row['outcome']}, max_ulp {_number(row.get('max_ulp'))} "
-                f"(budget {_number(row.get('tolerance_ulp'))} ulp)")
+        measured = max_ulp_with_budget(row.get("max_ulp"), row.get("tolerance_ulp"))
+        seen = f"\nnormdiff measured: {row['outcome']}, {measured}"
     arrays = "\n".join(f"    {name!r}: {_array_literal(a)}," for name, a in inputs.arrays.items())
     rule = ulp_rule(case.op)
     spacing, floored = prepared.ulp, prepared.floor is not None

@@ -33,6 +33,7 @@ from normdiff.harness.data.errors import UsageError
 from normdiff.harness.engine import judge, runner
 from normdiff.implementations.entry import Implementation
 from normdiff.interrupts import as_interrupted
+from normdiff.text import general
 
 LOCAL = "local"  # --dask local: a LocalCluster on this machine
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler, and for it to have a worker
@@ -161,7 +162,8 @@ def _remote_client(distributed, address: str):
         client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError):
         client.close()
-        raise UsageError(f"the Dask scheduler at {address} has no worker after {CONNECT_TIMEOUT:g} s: {fix}") from None
+        raise UsageError(f"the Dask scheduler at {address} has no worker after {general(CONNECT_TIMEOUT)} s: "
+                         f"{fix}") from None
     return client
 
 
@@ -312,7 +314,7 @@ def _result(future):
 
 
 def _no_worker_offers(need: dict) -> str:
-    wanted = ",".join(f"{k}={v:g}" for k, v in need.items())
+    wanted = ",".join(f"{k}={general(v)}" for k, v in need.items())
     return (f"no Dask worker offers the resources it needs ({wanted}); start one with "
             f"`dask worker SCHEDULER --resources \"{wanted}\"`")
 

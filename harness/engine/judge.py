@@ -27,6 +27,7 @@ from normdiff.harness.data.budgets import channel_bias_budgets
 from normdiff.harness.data.dtypes import FloatFormat, format_of, get_format
 from normdiff.harness.data.ops import OPS
 from normdiff.harness.engine import oracle
+from normdiff.wording import channel_bias
 
 
 @dataclass
@@ -429,9 +430,7 @@ def _judge_channel_bias(m: Measurement, channels, ref: Reference, systematic: fl
     m.channel_bias_budget = float(limits[worst])
     if m.outcome == "agree" and excess[worst] > 0:
         m.outcome = "disagree"
-        m.detail = (f"coherent per-channel scale error: a channel's mean error is {abs(means[worst]):.2f} ulp "
-                    f"over {int(rows[worst])} rows (budget {limits[worst]:.2f}), while every element is within "
-                    f"{m.max_ulp:.2f} ulp")
+        m.detail = channel_bias(abs(means[worst]), int(rows[worst]), limits[worst], m.max_ulp)
 
 
 def _quantiles(values: np.ndarray, qs) -> list[float]:

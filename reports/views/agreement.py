@@ -10,6 +10,7 @@ from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.harness.engine import verdict
 from normdiff.reports import markup, plots
 from normdiff.reports.view import View
+from normdiff.text import share
 
 # Two implementations with the same cast points still differ by an ulp now and then (a float32 sum
 # taken in another order crosses a rounding boundary: ~1e-4 of bf16 elements), while different
@@ -86,7 +87,7 @@ def braces(group) -> str:
 def _markdown(report, data) -> str:
     lines = ["## Groups that agree on every shared case (within the ULP budget)", ""]
     lines += [f"- {', '.join(markup.md_text(n) for n in g)}" for g in data["groups"]]
-    lines += ["", f"## Bit-exact families (bit-identical on at least {EXACT_SHARE:.0%} of the elements of shared cases)", ""]
+    lines += ["", f"## Bit-exact families (bit-identical on at least {share(EXACT_SHARE)} of the elements of shared cases)", ""]
     lines += [f"- {markup.md_text(dtype)}: " + "; ".join(braces(markup.md_text(n) for n in g) for g in fams)
               for dtype, fams in data["families"].items()]
     return "\n".join(lines)
@@ -104,7 +105,7 @@ def _html(report, data, page) -> str:
              "apart than the budget (each is within the budget of the reference).</p>"]
     parts.append('<ul class="groups">' + "".join(f"<li>{markup.esc(', '.join(g))}</li>" for g in data["groups"])
                  + "</ul>" if data["groups"] else "<p>None.</p>")
-    parts.append(f"<h3>Bit-exact families (bit-identical on at least {EXACT_SHARE:.0%} of the elements of "
+    parts.append(f"<h3>Bit-exact families (bit-identical on at least {share(EXACT_SHARE)} of the elements of "
                  "shared cases)</h3>")
     rows = "".join(f'<tr><th>{markup.esc(d)}</th><td>{"<br>".join(markup.esc(braces(g)) for g in fams)}</td></tr>'
                    for d, fams in data["families"].items())
@@ -114,7 +115,7 @@ def _html(report, data, page) -> str:
         if matrix.empty:
             continue
         styles = {c: markup.shade for c in matrix.columns}
-        formats = {c: (lambda v: "" if v != v else f"{v:.0%}") for c in matrix.columns}
+        formats = {c: (lambda v: "" if v != v else share(v)) for c in matrix.columns}
         parts.append(f"<details><summary>Matrix as numbers: share of shared cases on which two implementations "
                      f"{title}</summary>" + markup.table(matrix, f"matrix_{value}", styles=styles,
                                                          formats=formats, index=True) + "</details>")

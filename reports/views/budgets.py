@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from normdiff.reports import markup
 from normdiff.reports.view import View
+from normdiff.text import general, number
 
 
 def derive(report) -> list[tuple[str, str]]:
@@ -11,10 +12,11 @@ def derive(report) -> list[tuple[str, str]]:
     chains, reduction = budgets.get("chains", {}), budgets.get("reduction", {})
     rows = []
     for dtype, per_op in chains.items():
-        text = ", ".join(f"{op if op != '*' else 'every op'} {v:g}" for op, v in per_op.items())
+        text = ", ".join(f"{op if op != '*' else 'every op'} {general(v)}" for op, v in per_op.items())
         extra = reduction.get(dtype, {})
         if extra:
-            text += "; plus the reduction at span n: " + ", ".join(f"{v:.3g} at {n}" for n, v in extra.items())
+            text += "; plus the reduction at span n: " + ", ".join(f"{number(v, missing='nan')} at {n}"
+                                                                   for n, v in extra.items())
         rows.append((dtype, text))
     if budgets.get("rule"):
         rows.append(("rule", budgets["rule"]))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from normdiff.harness.engine.tables import ranked, repro_command
+from normdiff.wording import outside_the_budget
 from normdiff.harness.engine.verdict import failing_rows
 from normdiff.reports import markup, messages
 from normdiff.reports.view import View
@@ -38,7 +39,7 @@ def _html(report, bad) -> str:
     frame = row_frame(rows, report.meta.get("replay"))
     frame.insert(1, "implementation", rows["implementation"].astype(str).tolist())
     note = f" (the worst {HTML_ROWS} of {len(bad)}; all are in results.csv)" if len(bad) > HTML_ROWS else ""
-    return (f'<h2 id="failing">Failing rows</h2><p>{len(bad)} unexplained rows outside the budget{note}.</p>'
+    return (f'<h2 id="failing">Failing rows</h2><p>{outside_the_budget(f"{len(bad)} unexplained rows")}{note}.</p>'
             + markup.table(frame, "failing", styles={"outcome": markup.outcome_style},
                            html_columns=(markup.CASE_COLUMN,), classes=markup.ROW_CLASSES))
 

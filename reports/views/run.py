@@ -4,6 +4,7 @@ from __future__ import annotations
 from normdiff.clock import utc_now
 from normdiff.reports import markup
 from normdiff.reports.view import View
+from normdiff.text import seconds as duration
 
 FIRST = ("numpy", "torch", "jax", "jaxlib", "transformers", "flax", "ml_dtypes", "pandas")  # shown in this order
 
@@ -17,7 +18,7 @@ def derive(report) -> list[tuple[str, str]]:
     rows = [("suite", f"{meta.get('suite', '?')}" + (f" ({meta['suite_path']})" if meta.get("suite_path") else "")),
             ("cases", str(meta.get("cases", "?"))),
             ("implementations", str(meta.get("implementations", "?"))),
-            ("run time", f"{seconds:.1f} s" if isinstance(seconds, (int, float)) else "?"),
+            ("run time", duration(seconds) if isinstance(seconds, (int, float)) else "?"),
             ("exit status", str(meta.get("exit_code", "?"))),
             ("normdiff", f"{value(versions.pop('normdiff', None))}, git revision {meta.get('git_revision') or 'unknown'}"),
             ("python", value(versions.pop("python", None))),

@@ -9,8 +9,8 @@ largest |exact gradient|, S the scale of the terms the gradient is made of, both
   dx     S = max |g / d|, g the upstream gradient at the normalised value (R^T dy for RoPE, times the
          gate's activation, times offset + w) and d the span's denominator: dx = g / d minus the
          projection term, and with dy aligned with y ("aligned") the two nearly cancel, so |dx| is
-         far below the terms whose roundings it carries (measured: l2_norm@torch float32, 23 ulp at
-         M, 2.3 at S; a factor 10 of cancellation).
+         far below the terms whose roundings it carries (measured: l2_norm@torch float32, 18.5 ulp
+         at M, 1.2 at S; a factor 16 of cancellation).
   dw     S = max over the weight's elements of the sum of |terms| (over rows, and heads sharing a
          per-head weight): a sum's roundings scale with it, not with the sum.
   dgate  S = M (elementwise: no sum).
@@ -44,7 +44,10 @@ k ulp at A):
   dresidual_out both, its reference and budget; judge.judge), which must agree.
   float32: no dtype roundings but float32's own, dozens of them and the sums over the span (of the
     squares, of g * x) and over the rows (dw) in XLA's order: 16 ulp at A (jax_own's forward budget
-    in float32, tests/implementations/test_jax_own.py; measured <= 3 ulp here).
+    in float32, tests/implementations/test_jax_own.py). What jax_own and flax measure here is far
+    less, <= 2.2 ulp at A (gated_rms_norm@qwen3-next's dgate the worst), and is asserted too: a
+    float32 gradient past 3 ulp (FLOAT32_MEASURED) has lost accuracy that the borrowed 16 would let
+    pass unseen.
 A wrong gradient (the projection term or the weight left out) is off by a sizeable fraction of S:
 hundreds of ULPs in the half dtypes, millions in float32.
 """
@@ -70,12 +73,12 @@ DTYPES = ("float32", "bfloat16", "float16")
 REGIMES = ("normal", "aligned")
 SLACK = 0.05  # float32's roundings, in ULPs of bfloat16 / float16 (module docstring)
 FLOAT32_K = 16.0
+FLOAT32_MEASURED = 3.0  # float32's worst measured at A, 2.2 ulp, with a little room (module docstring)
 PASSING = ("identical", "agree")
 # each drawn operand's regime; the LayerNorm conventions' own affine (cases/suites/default.toml):
 # Cohere's LayerNorm has no bias, OLMo-1's neither weight nor bias
 CHOICES = {"weight": "trained", "gate": "open", "bias": "trained", "residual": "large"}
 CONVENTION_CHOICES = {"cohere": {"bias": "zeros"}, "olmo": {"weight": "ones", "bias": "zeros"}}
-MEASURED: dict[str, tuple] = {}  # "op@conv dtype regime output": worst ULPs (at M, at A), printed at the end
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +212,8 @@ def ulps_at(got: np.ndarray, exact: np.ndarray, scale: float, dtype: str) -> flo
 
 
 def check(name: str, out: dict, exact: dict, scale: dict, roundings: dict, dtypes: dict) -> dict[str, float]:
-    """Asserts every gradient within its bound; returns the ULPs at A per output."""
+    """Asserts every gradient within its bound, and a float32 one within what was measured
+    (FLOAT32_MEASURED); returns the ULPs at A per output."""
     assert sorted(out) == sorted(exact), (name, list(out))
     figures = {}
     for key, want in exact.items():
@@ -220,11 +224,9 @@ def check(name: str, out: dict, exact: dict, scale: dict, roundings: dict, dtype
         ulps = ulps_at(got, want, scale.get(key, 0.0), dtype)
         limit = bound(dtype, roundings.get(key, 0.0))
         assert ulps <= limit, f"{name} d{key}: {ulps:.3f} ulp > {limit:.2f}"
+        if dtype == "float32":
+            assert ulps <= FLOAT32_MEASURED, f"{name} d{key}: {ulps:.3f} ulp at A, measured <= {FLOAT32_MEASURED}"
         figures[key] = ulps
-        at_m = ulps_at(got, want, 0.0, dtype)
-        tag = f"{name} {key}"
-        old = MEASURED.get(tag, (0.0, 0.0))
-        MEASURED[tag] = (max(old[0], at_m), max(old[1], ulps))
     return figures
 
 
@@ -441,10 +443,3 @@ def test_flax_folds_a_tiled_weight_back(builtins_jax):
         assert out["weight"].shape == (32,)
         exact, scale = exact_for(case, tiled, dy)
         check("flax tiled", out, exact, scale, {}, {"x": "float32", "weight": "float32"})
-
-
-def test_print_measured(jax_own):
-    """Not a check: the worst ULPs at M and at A per output, for the record (pytest -s shows them)."""
-    for tag in sorted(MEASURED):
-        at_m, at_a = MEASURED[tag]
-        print(f"{tag}: {at_m:.3f} ulp at M, {at_a:.3f} at A")
