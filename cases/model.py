@@ -43,6 +43,7 @@ from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.harness.data.ops import CASE, Op, Operand, get_op
+from normdiff.text import general, number
 
 DY_STREAM = 4  # the upstream gradient's random stream (the operands use 0-3: ops.py)
 
@@ -201,7 +202,7 @@ class Case:
         parts = [f"{self.op}@{self.convention}", get_format(self.dtype).short, self.shape_text, self.regime]
         parts += [f"{o.id_key}={self.choice(o.name)}" for o in record.chosen]
         if self.eps is not None:
-            parts.append(f"eps={self.eps:g}")
+            parts.append(f"eps={general(self.eps)}")
         if self.layout != layouts.DEFAULT:
             parts.append(f"layout={self.layout}")
         if self.dy:
@@ -335,7 +336,7 @@ def check_size(rows: int, width: int) -> None:
         raise UsageError(f"a case is at most {MAX_WIDTH} wide, got width {width}: use a narrower shape")
     if rows * width > MAX_CASE_ELEMENTS:
         raise UsageError(f"a case has at most {MAX_CASE_ELEMENTS} elements, got {rows} x {width} = "
-                         f"{rows * width:.3g}: use fewer rows")
+                         f"{number(float(rows * width))}: use fewer rows")
 
 
 def _check_pass(record: Op, dy: str, output: str) -> None:

@@ -91,11 +91,7 @@ KEPT = {
     # a regime's name (part of a case id, parsed back by cases/regimes.py), not a number shown
     ("harness/commands/explain.py", ".3g"): "rms_sweep's regime id tiny_rms:{s:.3g}",
     # owned by other work in progress: to move to text.general / text.number there
-    ("harness/data/contracts.py", "g"): "Contract.describe's eps, theta and weight offset",
-    ("harness/data/knobs.py", "g"): "a knob value's description",
     ("harness/engine/pool.py", "g"): "a worker's timeout",
-    ("cases/model.py", "g"): "a case's eps in its description",
-    ("cases/model.py", ".3g"): "a case's element count in an error",
 }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from normdiff.harness.data import knobs as K
 from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.harness.data.ops import OPS, Op
+from normdiff.text import general
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Contract:
         parts = [norm]
         if applies("weight_offset"):
             parts.append("(1 + w)" if self.weight_offset == 1 else "w" if self.weight_offset == 0
-                         else f"({self.weight_offset:g} + w)")
+                         else f"({general(self.weight_offset)} + w)")
         if gated and self.gate_order == "norm_then_gate":
             parts.append(f"{self.gate_activation}(z)")
         text = " * ".join(parts)
@@ -149,14 +150,14 @@ class Contract:
             text = (f"{h}; y = {text.replace('x', 'h')}" if self.residual_order == "before_norm"
                     else f"{h}; y = {text} + residual")
             text += "; returns (y, h" + (" truncated" if self.residual_rounding == "truncate" else "") + ")"
-        text += f", eps={self.eps:g}"
+        text += f", eps={general(self.eps)}"
         if applies("scope"):
             span = self.record.span_name
             text += f", over each {span}" if self.scope == "head" else ", over the full H*D vector"
         if applies("cast"):
             text += ", Llama cast" if self.cast == "llama" else ", one rounding"
         if applies("rope_order"):
-            rope = f"RoPE (rotate_half, theta={self.rope_theta:g}, float32 angles)"
+            rope = f"RoPE (rotate_half, theta={general(self.rope_theta)}, float32 angles)"
             text = (f"{text}; then {rope}" if self.rope_order == "norm_then_rope"
                     else f"{rope} first; then {text}")
         return text

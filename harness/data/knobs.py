@@ -3,11 +3,13 @@
 A knob is data: its name, its legal values (the first is the usual one), the values diagnosis tries
 when the knob is continuous, and the group it belongs to. An op record (`ops.py`) says which groups
 apply to it, so no other module has to know which op has a weight, a gate, heads or a rotation.
-Pure data: imports nothing from normdiff.
+Pure data: imports nothing from normdiff but its number format.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from normdiff.text import general
 
 
 @dataclass(frozen=True)
@@ -29,9 +31,9 @@ class Knob:
         if said:
             return said
         if self.name == "eps":
-            return f"eps = {value:g}, whatever the model's eps is"
+            return f"eps = {general(value)}, whatever the model's eps is"
         if self.name == "weight_offset":
-            return f"({value:g} + w) as the scale"
+            return f"({general(value)} + w) as the scale"
         return f"{self.name} = {value!r}"
 
 
