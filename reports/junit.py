@@ -32,6 +32,7 @@ from normdiff.text import fixed
 from normdiff.wording import outside_the_budget
 from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import Row
 from normdiff.harness.engine.tables import ranked
 from normdiff.reports import messages
 
@@ -51,8 +52,8 @@ def _clean(text) -> str:
     return _UNCARRIED.sub("", str(text))
 
 
-def _seconds(rows: list[dict]) -> float:
-    return float(np.nansum(np.array([r.get("seconds", np.nan) for r in rows], dtype=float)))
+def _seconds(rows: list[Row]) -> float:
+    return float(np.nansum(np.array([np.nan if r.seconds is None else r.seconds for r in rows], dtype=float)))
 
 
 def _time(value: float) -> str:
@@ -63,7 +64,7 @@ def testcases(results: pd.DataFrame) -> list[dict]:
     """The test cases as dicts: implementation, kind, framework, classname, name, status
     ('passed', 'failed', 'skipped'), message, body, out (system-out), time, cases.
 
-    The table's rows are read once, as plain dicts (messages.records) grouped by test case: a
+    The table's rows are read once, as Rows (messages.records) grouped by test case: a
     test case's few rows are cheaper to walk in Python than to filter as a DataFrame each time."""
     out = []
     if results.empty:
@@ -75,16 +76,16 @@ def testcases(results: pd.DataFrame) -> list[dict]:
     worst_first = _by_test(messages.records(ranked(asked), EXTRA))
     for key, rows in sorted(_by_test(messages.records(asked, EXTRA)).items()):
         impl, op, convention = key
-        outcomes = [str(r["outcome"]) for r in rows]
-        kind = str(rows[0]["kind"])
-        case = {"implementation": impl, "kind": kind, "framework": str(rows[0]["framework"]),
+        outcomes = [str(r.outcome) for r in rows]
+        kind = str(rows[0].kind)
+        case = {"implementation": impl, "kind": kind, "framework": str(rows[0].framework),
                 "classname": f"normdiff.{impl}", "name": f"{op}@{convention}", "status": "passed",
                 "message": "", "body": "", "out": "", "time": _seconds(rows),
                 "cases": sum(o not in NOT_RUN for o in outcomes)}
         ran = worst_first.get(key)
         if not ran:
             unavailable = [r for r, o in zip(rows, outcomes) if o == "unavailable"]
-            reason = str(unavailable[0]["detail"]) if unavailable else "nothing to run"
+            reason = str(unavailable[0].detail) if unavailable else "nothing to run"
             case.update(status="skipped", message=reason or "unavailable")
         elif verdict.expects_failure(kind):
             _mutant(case, ran, op, convention)
@@ -94,32 +95,32 @@ def testcases(results: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _by_test(records: list[dict]) -> dict[tuple, list[dict]]:
+def _by_test(records: list[Row]) -> dict[tuple, list[Row]]:
     """Rows by test case (implementation, op, convention), each test case's in table order."""
-    tests: dict[tuple, list[dict]] = {}
+    tests: dict[tuple, list[Row]] = {}
     for r in records:
-        tests.setdefault((r["implementation"], r["op"], r["convention"]), []).append(r)
+        tests.setdefault((r.implementation, r.op, r.convention), []).append(r)
     return tests
 
 
 def _verdict(row: dict) -> str:
     """The row's verdict (engine/verdict.py)."""
-    return verdict.row_verdict(row["outcome"], verdict.expects_failure(str(row["kind"])), row.get("known_finding"))
+    return verdict.row_verdict(row.outcome, verdict.expects_failure(str(row.kind)), row.known_finding)
 
 
-def _counts(rows: list[dict]) -> str:
+def _counts(rows: list[Row]) -> str:
     """'3 agree, 1 disagree': how many rows had each outcome, outcomes in alphabetical order."""
-    return ", ".join(f"{n} {o}" for o, n in sorted(Counter(str(r["outcome"]) for r in rows).items()))
+    return ", ".join(f"{n} {o}" for o, n in sorted(Counter(str(r.outcome) for r in rows).items()))
 
 
-def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> None:
+def _implementation(case: dict, ran: list[Row], op: str, convention: str) -> None:
     """`ran`: the rows that ran, worst first (engine.tables.ranked)."""
     bad = [r for r in ran if _verdict(r) == verdict.FAILS]
     accepted = [r for r in ran if _verdict(r) == verdict.EXCUSED]
     notes = [f"{len(ran)} case(s) of {op}@{convention} ran: " + _counts(ran)]
     if accepted:
         notes.append(f"{len(accepted)} case(s) explained by a known finding (not failures):")
-        notes += [messages.message(r) + f"\n  known finding: {r['known_finding']}" for r in accepted]
+        notes += [messages.message(r) + f"\n  known finding: {r.known_finding}" for r in accepted]
     if not bad:
         notes.append(f"worst case: {messages.headline(ran[0])}")
     case["out"] = "\n".join(notes)
@@ -127,7 +128,7 @@ def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> No
         return
     top = bad[0]
     case["status"] = "failed"
-    case["type"] = str(top["outcome"])
+    case["type"] = str(top.outcome)
     case["message"] = (outside_the_budget(f"{len(bad)} of {len(ran)} case(s) of {op}@{convention}") + "; worst "
                        + "; ".join(line.strip() for line in messages.message(top, limit=200).split("\n")))
     lines = [messages.message(r) for r in bad[:BODY_ROWS]]
@@ -136,16 +137,16 @@ def _implementation(case: dict, ran: list[dict], op: str, convention: str) -> No
     case["body"] = "\n".join(lines)
 
 
-def _mutant(case: dict, ran: list[dict], op: str, convention: str) -> None:
+def _mutant(case: dict, ran: list[Row], op: str, convention: str) -> None:
     killed = [r for r in ran if _verdict(r) == verdict.CAUGHT]
     caught: dict[str, bool] = {}  # regime -> whether a case in it kills the mutant
     for r in ran:
-        caught[r["regime"]] = caught.get(r["regime"], False) or _verdict(r) == verdict.CAUGHT
+        caught[r.regime] = caught.get(r.regime, False) or _verdict(r) == verdict.CAUGHT
     exposing = ", ".join(sorted(regime for regime, kills in caught.items() if kills))
     invisible = ", ".join(sorted(regime for regime, kills in caught.items() if not kills))
     if killed:
         # the largest rel_l2, the first of equals, NaN last: what a stable descending sort puts first
-        top = max(killed, key=lambda r: (r["rel_l2"] == r["rel_l2"], r["rel_l2"]))
+        top = max(killed, key=lambda r: (r.rel_l2 == r.rel_l2, r.rel_l2))
         case["out"] = (f"caught by {len(killed)} of {len(ran)} cases of {op}@{convention}; exposing regimes: "
                        f"{exposing}; invisible in: {invisible or 'none'}\nworst exposing case:\n{messages.message(top)}")
         return

@@ -28,6 +28,7 @@ from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
+from normdiff.harness.engine import columns as table_columns
 from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.tables import repro_command
 from normdiff.implementations.entry import Implementation
@@ -205,9 +206,9 @@ def case_rows(rows, impl: Implementation) -> list[dict]:
     """One plain dict per case, as --json prints them (NaN as None; the headline the text shows;
     every row's repro command, a passing one's too)."""
     out = []
-    for _, r in rows.iterrows():
-        row = {k: _plain(r.get(k)) for k in ROW_FIELDS}
-        row["outcome"] = str(r["outcome"])
+    for r in table_columns.rows(rows):
+        row = {k: _plain(getattr(r, k)) for k in ROW_FIELDS}
+        row["outcome"] = str(r.outcome)
         row["repro"] = row["repro"] or repro_command(row["case_id"], impl)
         row["headline"] = messages.headline(r)
         out.append(row)

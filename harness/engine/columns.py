@@ -96,11 +96,27 @@ def case_columns(case) -> dict:
 Row = namedtuple("Row", [n if n != "pass" else "pass_" for n in NAMES])
 
 
-def row(values: dict) -> Row:
-    """A Row from a mapping of column names to values (a dict, a pandas Series); a column the mapping
-    lacks (a table read from an older results.csv) is None."""
+def row(values) -> Row:
+    """A Row from a mapping of column names to values (a dict, a pandas Series), or the Row itself; a
+    column the mapping lacks (a table read from an older results.csv, a narrowed one) is None."""
+    if isinstance(values, Row):
+        return values
     get = values.get
     return Row(*(get(n) for n in NAMES))
+
+
+def rows(table, names: tuple[str, ...] = NAMES) -> list[Row]:
+    """A results table's rows as Rows, only the `names` columns read (the others None): far cheaper
+    than DataFrame.iterrows, which builds a Series of every column per row."""
+    present = [n for n in names if n in table]
+    at = [NAMES.index(n) for n in present]
+    out = []
+    for cells in zip(*(table[n].tolist() for n in present)):
+        values = [None] * len(NAMES)
+        for i, v in zip(at, cells):
+            values[i] = v
+        out.append(Row(*values))
+    return out
 
 
 def measurement_fields(measurement_type) -> tuple[str, ...]:
