@@ -8,8 +8,9 @@ cases runs, so normdiff never pays for a framework it does not use. The loaded a
 
     adapter(op: str, contract: Contract, inputs: CaseInputs) -> array-like shaped like inputs x
 
-or, for an entry with `params`, a factory that returns such an adapter. An implementation of the
-backward pass names a second entry, `backward`, loaded the same way, whose adapter is
+or, for an entry with `params` or a user's `target`, a factory that returns such an adapter. An
+implementation of the backward pass names a second entry, `backward`, loaded the same way, whose
+adapter is
 
     backward(op, contract, inputs, dy) -> {"x": dx, "weight": dw, "gate": dgate}
 
@@ -21,10 +22,14 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.harness.data.errors import UsageError, unknown
 from normdiff.implementations.frameworks import FRAMEWORKS
+
+if TYPE_CHECKING:
+    from normdiff.implementations.target import UserTarget
 
 KINDS = ("reference", "own", "framework", "model", "mutant", "user")
 # the kinds whose implementations are expected to fail: a mutant is a contract bug on purpose, and the
@@ -50,7 +55,8 @@ class Implementation:
     # slow import with other work but pays for its framework again.
     worker: str = ""
     # When set, `entry` is a factory: the worker calls entry(**dict(params)) once to get the adapter
-    # (user code and external commands carry their target this way). Pairs of (name, value).
+    # (an external command carries its command line this way). Pairs of (name, value). A user
+    # target's are derived from `target` (UserTarget.params: what a repro script passes).
     params: tuple = ()
     # The arguments after the case id that make `normdiff repro` rebuild it: a registered one is
     # named (--implementation NAME); a user's carries its target and templates, a command its
@@ -70,6 +76,10 @@ class Implementation:
     # its shard goes only to workers started with `dask worker ... --resources "GPU=1"`
     # (harness/engine/campaign.py). A run without --dask ignores it.
     resources: tuple = ()
+    # A user's Python code (implementations/target.py): where it is, its framework, templates and
+    # what its source says. Its factories (`entry`, `backward`) are called with it in the worker;
+    # everything else reads it here, never back from `params`.
+    target: UserTarget | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -83,6 +93,10 @@ class Implementation:
         object.__setattr__(self, "worker", self.worker or own)
         object.__setattr__(self, "replay", tuple(self.replay) or ("--implementation", self.name))
         object.__setattr__(self, "resources", _resource_pairs(self.name, self.resources))
+        if self.target is not None:
+            if self.params and tuple(self.params) != self.target.params:
+                raise ValueError(f"implementation {self.name!r}: params {self.params!r} are not its target's")
+            object.__setattr__(self, "params", self.target.params)
 
     @property
     def expected_to_fail(self) -> bool:

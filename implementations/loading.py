@@ -11,12 +11,15 @@ import sys
 
 
 def make_adapter(impl, pass_: str = "forward"):
-    """The callable that runs `impl`'s `pass_`: its entry, called with its params when it has any
-    (a factory), after its framework's setup (e.g. KERAS_BACKEND, before the first import)."""
+    """The callable that runs `impl`'s `pass_`: its entry, called with its user target or its params
+    when it has them (a factory), after its framework's setup (e.g. KERAS_BACKEND, before the first
+    import)."""
     from normdiff.implementations.frameworks import FRAMEWORKS
 
     FRAMEWORKS[impl.framework].setup()
     entry = load_entry(impl.entry_for(pass_))
+    if impl.target is not None:  # a user's code: its factory takes the typed target, facts and all
+        return entry(impl.target)
     return entry(**dict(impl.params)) if impl.params else entry
 
 

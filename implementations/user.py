@@ -42,32 +42,47 @@ from normdiff.implementations import calls
 from normdiff.implementations.frameworks import FRAMEWORKS, graph_framework, user_frameworks
 from normdiff.implementations.frameworks.record import Framework
 from normdiff.implementations.loading import load_entry
+from normdiff.implementations.target import UserTarget, locate
 
 INIT_NAMES = ("dim", "eps", "width", "head_dim", "num_heads", "group_size", "dtype", "dtype_name")
 # the per-case operands a module class holds as parameters (the weight is its gain)
 MODULE_OPERANDS = ("weight", "bias")
 
 
-def make_adapter(target: str, framework: str, op: str, call: str = "", init: str = "", weight_attr: str = "",
-                 forced: bool = False):
-    obj = _load(target)
-    record, fw = OPS[op], FRAMEWORKS[framework]
-    shown = target.rpartition(":")[2] or target
-    if is_explicit_backward(obj):
-        raise TypeError(f"{shown} takes the upstream gradient first: it is a backward, which runs the backward "
-                        f"pass only (--pass backward), as {record.backward_signature}")
+def make_adapter(target: UserTarget | str, framework: str = "", op: str = "", call: str = "", init: str = "",
+                 weight_attr: str = "", forced: bool = False):
+    """The forward adapter of a user's target: its UserTarget (what the worker is given), or its
+    text and the rest as plain values (UserTarget.params: what a repro script passes)."""
+    target = _user_target(target, framework, op, call, init, weight_attr, forced)
+    obj = _load(target.text)
+    if target.backward_of(obj):
+        raise TypeError(f"{target.shown} takes the upstream gradient first: it is a backward, which runs the backward "
+                        f"pass only (--pass backward), as {OPS[target.op].backward_signature}")
+    return _forward_adapter(target, obj)
+
+
+def _user_target(target: UserTarget | str, framework: str, op: str, call: str, init: str, weight_attr: str,
+                 forced: bool) -> UserTarget:
+    if isinstance(target, UserTarget):
+        return target
+    return locate(target, framework=framework, forced=forced, op=op, call=call, init=init, weight_attr=weight_attr)
+
+
+def _forward_adapter(target: UserTarget, obj):
+    """The adapter that calls `obj`, the loaded target, as a forward."""
+    record, fw, shown = OPS[target.op], FRAMEWORKS[target.framework], target.shown
     if fw.load_graph is not None:
         graph = fw.load_graph(obj)
         if graph is not None:
             return GraphAdapter(fw, record, shown, graph=graph)
         if callable(obj) and not _takes_x(obj, record):
-            return GraphAdapter(fw, record, shown, factory=obj, init=init)
+            return GraphAdapter(fw, record, shown, factory=obj, init=target.init)
     if inspect.isclass(obj):
         if record.module_call is None:
-            raise TypeError(f"{shown} is a class; for {op} give a function {record.signature}")
-        return ClassAdapter(obj, fw, record, init, call, weight_attr, shown)
+            raise TypeError(f"{shown} is a class; for {target.op} give a function {record.signature}")
+        return ClassAdapter(obj, fw, record, target.init, target.call, target.weight_attr, shown)
     if callable(obj):
-        return FunctionAdapter(obj, fw, record, call, shown, None if forced else target)
+        return FunctionAdapter(obj, fw, record, target.call, shown, None if target.forced else target.text)
     raise TypeError(f"{shown} is a {type(obj).__name__}, not a function, a class or a graph")
 
 
@@ -404,32 +419,23 @@ def probe(target: str, op: str, candidates: list[str]) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # The backward pass of user code
 
-# the first parameter names that make a function an explicit backward (`rms_norm_backward(dy, ...)`)
-UPSTREAM_NAMES = ("dy", "grad_output", "grad_out", "dout", "grad_y", "dy_")
-
-
-def is_explicit_backward(fn) -> bool:
-    """Whether a function takes the upstream gradient first (the op record's backward_call)."""
-    params = calls.parameters(fn) if callable(fn) and not inspect.isclass(fn) else None
-    return bool(params) and params[0].name in UPSTREAM_NAMES
-
-
-def make_backward_adapter(target: str, framework: str, op: str, call: str = "", init: str = "",
+def make_backward_adapter(target: UserTarget | str, framework: str = "", op: str = "", call: str = "", init: str = "",
                           weight_attr: str = "", forced: bool = False):
-    """The backward adapter of a user's target: an explicit backward (first parameter dy) called as
-    the op's backward_call, in any framework; or a forward differentiated by its framework (torch
-    autograd, a custom torch.autograd.Function's own backward included; jax.vjp)."""
-    obj = _load(target)
-    record, fw = OPS[op], FRAMEWORKS[framework]
-    shown = target.rpartition(":")[2] or target
-    if is_explicit_backward(obj):
-        return ExplicitBackward(obj, fw, record, call, shown)
+    """The backward adapter of a user's target (given as to make_adapter): an explicit backward
+    (first parameter dy: UserTarget.backward_of) called as the op's backward_call, in any
+    framework; or a forward differentiated by its framework (torch autograd, a custom
+    torch.autograd.Function's own backward included; jax.vjp)."""
+    target = _user_target(target, framework, op, call, init, weight_attr, forced)
+    obj = _load(target.text)
+    record, fw = OPS[target.op], FRAMEWORKS[target.framework]
+    if target.backward_of(obj):
+        return ExplicitBackward(obj, fw, record, target.call, target.shown)
     if fw.differentiate is None:
         raise TypeError(f"normdiff differentiates torch and JAX code; for {fw.name} give an explicit backward, "
                         f"{record.backward_signature}")
-    forward = make_adapter(target, framework, op, call, init, weight_attr, forced)
+    forward = _forward_adapter(target, obj)
     if isinstance(forward, GraphAdapter):
-        raise TypeError(f"{shown} is a graph: normdiff cannot differentiate it; give an explicit backward, "
+        raise TypeError(f"{target.shown} is a graph: normdiff cannot differentiate it; give an explicit backward, "
                         f"{record.backward_signature}")
     return DifferentiatedForward(forward, fw, record)
 

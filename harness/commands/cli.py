@@ -268,6 +268,8 @@ def _run(args) -> int:
 def _with_implementations(withs: list[dict], timeout: float, command_passes=("forward",)) -> list:
     """The user implementations `run --with` adds; names made unique (a second rms_norm is
     called by its full target)."""
+    from dataclasses import replace
+
     from normdiff.harness.commands import usercode
 
     impls, names = [], set()
@@ -277,9 +279,8 @@ def _with_implementations(withs: list[dict], timeout: float, command_passes=("fo
         if missing:
             raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)} after it")
         impl = usercode.user_code_implementation(spec, spec["op"], spec["convention"], timeout, passes=command_passes)
-        if impl.name in names:
-            impl = usercode.user_code_implementation(spec, spec["op"], spec["convention"], timeout, name=given,
-                                            passes=command_passes)
+        if impl.name in names:  # renamed, not built again (its target is located and parsed once)
+            impl = replace(impl, name=given, worker="")
         if impl.name in names:
             raise UsageError(f"--with {given} is given twice")
         names.add(impl.name)

@@ -1,10 +1,10 @@
-"""Finding the user's code and deciding which framework runs it, without importing it.
+"""Deciding which framework runs the user's code, without importing it, and building its registry
+entry.
 
-A target is what Python resolves: `package.module:attr.path` (imported, then walked with getattr:
-`mlx.core.fast:rms_norm`, `keras.ops:rms_normalization`, `keras.layers:RMSNormalization`), a file
-`path/to/file.py:NAME` (NAME may be dotted too), or an ONNX graph `path/to/model.onnx`.
-
-Its framework is decided here, in the parent, which never imports torch or JAX just to find out:
+The target itself (what Python resolves: FILE.py:NAME, package.module:NAME, FILE.onnx) is found and
+its source parsed once by implementations/target.py (`locate`), which also decides whether it is an
+explicit backward and whether it is a class; its framework is decided here, in the parent, from that
+parsed source, never importing torch or JAX just to find out:
   1. a module of a framework itself (`mlx.core.fast`, `keras.ops`, `flax.nnx`) is that framework's;
   2. a class defined in the file is its bases' framework (`nn.Module` with `from torch import nn`);
   3. otherwise the frameworks the file imports *at top level* (an import inside a function is lazy
@@ -18,10 +18,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.errors import UsageError
@@ -29,70 +28,11 @@ from normdiff.harness.data.ops import get_op
 from normdiff.implementations.calls import names_for, parse
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.frameworks import FRAMEWORKS, get_framework, graph_framework, user_frameworks
+from normdiff.implementations.target import TargetError, UserTarget, locate
+
+__all__ = ["TargetError", "detect_framework", "locate", "user_code_implementation", "user_implementation"]
 
 PROBE_TIMEOUT = 120.0  # seconds the one-call probe may take (it imports the target's frameworks)
-
-
-class TargetError(UsageError):
-    """The target cannot be loaded or called; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class Target:
-    text: str  # as the worker loads it: /abs/file.py:attr.path, package.module:attr.path, /abs/model.onnx
-    given: str  # as the user wrote it (what a repro command repeats)
-    module: str  # the module's dotted name ("" for a file)
-    attr: str  # the attribute path ("" for a graph file)
-    source: str | None  # the .py file whose imports are read (None: compiled, or a graph)
-
-    @property
-    def name(self) -> str:
-        """What reports call it: a file's function by its name, a library's by module:name (in a run
-        beside built-ins, `rms_norm` alone would not say whose), a graph file by its file name."""
-        if not self.attr:
-            return os.path.basename(self.text)
-        return f"{self.module}:{self.attr}" if self.module else self.attr
-
-    @property
-    def graph(self) -> bool:
-        return not self.attr
-
-
-def parse_target(text: str) -> Target:
-    if graph_framework(text):
-        if not os.path.isfile(text):
-            raise TargetError(f"file not found: {text}")
-        return Target(os.path.abspath(text), text, "", "", None)
-    where, sep, attr = text.rpartition(":")
-    if not sep or not where or not attr or not all(part.isidentifier() for part in attr.split(".")):
-        raise TargetError(f"target {text!r} is not FILE.py:NAME, package.module:NAME or FILE.onnx")
-    if where.endswith(".py") or os.sep in where:
-        if not os.path.isfile(where):
-            raise TargetError(f"file not found: {where} (from target {text!r})")
-        path = os.path.abspath(where)
-        return Target(f"{path}:{attr}", text, "", attr, path)
-    return Target(text, text, where, attr, _module_source(where))
-
-
-def _module_source(module: str) -> str | None:
-    """The .py file of `module`, found without importing anything of it (find_spec of a dotted name
-    would import its parents: keras, mlx); None for a compiled module or a name only an import
-    makes (a lazy re-export)."""
-    root, *parts = module.split(".")
-    try:
-        spec = importlib.util.find_spec(root)
-    except (ImportError, ValueError) as exc:
-        raise TargetError(f"cannot find module {root!r}: {exc}") from None
-    if spec is None:
-        raise TargetError(f"module {root!r} not found (is it installed, or on PYTHONPATH?)")
-    origin, places = spec.origin, list(spec.submodule_search_locations or [])
-    for part in parts:
-        found = [p for place in places for p in (os.path.join(place, part, "__init__.py"),
-                                                  os.path.join(place, f"{part}.py")) if os.path.isfile(p)]
-        if not found:
-            return None
-        origin, places = found[0], [os.path.dirname(found[0])] if found[0].endswith("__init__.py") else []
-    return origin if origin and origin.endswith(".py") else None
 
 
 def _framework_of_module(dotted: str) -> str | None:
@@ -101,7 +41,7 @@ def _framework_of_module(dotted: str) -> str | None:
     return next((name for name in user_frameworks() if root in FRAMEWORKS[name].detect), None)
 
 
-def detect_framework(target: Target, op: str) -> str:
+def detect_framework(target: UserTarget, op: str) -> str:
     """The framework that runs the target (the module docstring says how it is decided)."""
     if target.graph:
         return graph_framework(target.text)
@@ -109,7 +49,7 @@ def detect_framework(target: Target, op: str) -> str:
         return _framework_of_module(target.module)
     if target.source is None:
         return probe(target, op, [n for n in user_frameworks() if n != "numpy"])
-    tree = _parse(target.source)
+    tree = target.tree  # parsed once, when it was located
     imports = _top_level_imports(tree)
     first = target.attr.split(".")[0]
     if not target.module and first not in _top_level_names(tree) | set(imports):
@@ -122,13 +62,6 @@ def detect_framework(target: Target, op: str) -> str:
     if len(found) > 1:
         return probe(target, op, found)
     return found[0] if found else "numpy"
-
-
-def _parse(path: str) -> ast.Module:
-    try:
-        return ast.parse(open(path, encoding="utf-8").read(), path)
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise TargetError(f"{path} cannot be read as Python: {exc}") from None
 
 
 def _module_level(tree: ast.Module):
@@ -184,7 +117,7 @@ def _framework_of_class(tree: ast.Module, name: str, imports: dict[str, str]) ->
     return None
 
 
-def probe(target: Target, op: str, candidates: list[str]) -> str:
+def probe(target: UserTarget, op: str, candidates: list[str]) -> str:
     """Call the target once in a separate process with each candidate framework's arrays (then
     NumPy's); the first that runs and returns its own kind of array wins, else the first that runs.
     A target that runs with none is given the first candidate: the run then says what it raised."""
@@ -213,47 +146,20 @@ def user_implementation(target: str, op: str, convention: str, framework: str | 
     for template in (call, init):
         if template:  # a forward's names, or an explicit backward's (its further upstream gradients)
             parse(template, names_for(record) | names_for(record, backward=True))
-    parsed = parse_target(target)
-    fw = framework or detect_framework(parsed, op)
-    if not get_framework(fw).user_code:
-        raise UsageError(f"framework {fw!r} cannot host Python user code; the ones that can: "
+    located = locate(target, framework=framework or "", forced=bool(framework), op=op, call=call, init=init,
+                     weight_attr=weight_attr)
+    user = located if framework else replace(located, framework=detect_framework(located, op))
+    if not get_framework(user.framework).user_code:
+        raise UsageError(f"framework {user.framework!r} cannot host Python user code; the ones that can: "
                          f"{', '.join(user_frameworks())}")
-    replay = ["--target", parsed.given] + (["--framework", fw] if framework else [])
-    for flag, value in (("--call", call), ("--init", init), ("--weight-attr", weight_attr)):
-        replay += [flag, value] if value else []
     how = "; ".join(f"{flag} {value}" for flag, value in (("call", call), ("init", init)) if value)
-    passes = target_passes(parsed, fw)
-    what = "explicit backward" if passes == ("backward",) else fw
-    return Implementation(name or parsed.name, "user", fw,
+    passes = user.passes
+    what = "explicit backward" if passes == ("backward",) else user.framework
+    return Implementation(name or user.name, "user", user.framework,
                           "normdiff.implementations.user:make_adapter" if "forward" in passes else "",
-                          frozenset({(op, convention)}), f"{parsed.given} ({what}{'; ' + how if how else ''})",
-                          params=(("target", parsed.text), ("framework", fw), ("op", op), ("call", call),
-                                  ("init", init), ("weight_attr", weight_attr), ("forced", bool(framework))),
-                          replay=tuple(replay),
+                          frozenset({(op, convention)}), f"{user.given} ({what}{'; ' + how if how else ''})",
+                          replay=user.replay, target=user,
                           backward="normdiff.implementations.user:make_backward_adapter" if "backward" in passes else "")
-
-
-def target_passes(target: Target, framework: str) -> tuple[str, ...]:
-    """The passes a target runs: an explicit backward (a function whose first parameter is dy, read
-    from its source) the backward only; a forward in a framework normdiff differentiates (torch,
-    JAX) both; any other forward the forward only. A compiled or re-exported target is taken for a
-    forward (its worker says so if its first parameter turns out to be dy)."""
-    from normdiff.implementations.user import UPSTREAM_NAMES
-
-    fw = FRAMEWORKS[framework]
-    is_class = target.attr.rpartition(".")[2][:1].isupper()  # a library's class: RMSNorm, RMSNormalization
-    if target.source is not None and target.attr and "." not in target.attr:
-        for node in _parse(target.source).body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == target.attr:
-                first = (node.args.posonlyargs + node.args.args)[:1]
-                if first and first[0].arg in UPSTREAM_NAMES:
-                    return ("backward",)
-                is_class = False
-            elif isinstance(node, ast.ClassDef) and node.name == target.attr:
-                is_class = True
-    if fw.differentiate is None or (is_class and not fw.differentiates_modules):
-        return ("forward",)
-    return ("forward", "backward")
 
 
 def user_code_implementation(spec: dict, op: str, convention: str, timeout: float, name: str | None = None,

@@ -124,7 +124,8 @@ class Worker:
             if not self.replies.poll(limit):
                 self._kill()
                 if message[0] == "load":
-                    what = dict(message[1].params).get("target") or message[1].entry
+                    impl = message[1]
+                    what = impl.target.text if impl.target is not None else impl.entry
                     return ("timeout", f"importing {what} did not finish within {limit:g} s (the load "
                                        f"limit: --timeout, at least {MIN_LOAD_TIMEOUT:g} s); the {self.name} "
                                        "worker was killed")

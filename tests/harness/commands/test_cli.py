@@ -115,3 +115,21 @@ def test_run_with_options_must_follow_a_with(tmp_path):
     proc = normdiff("run", "--with", "tests/fixtures/user/numpy_norms.py:rms_norm", "--op", "rms_norm",
                     "--out", str(tmp_path))
     assert proc.returncode == 2 and "give --convention after it" in proc.stderr
+
+
+def test_a_second_with_of_a_taken_name_is_named_by_its_target_and_built_once(tmp_path, monkeypatch):
+    from normdiff.harness.commands import cli as cli_module, usercode
+
+    other = tmp_path / "numpy_norms.py"
+    other.write_text(open("tests/fixtures/user/numpy_norms.py").read())
+    specs = [{"target": target, "op": "rms_norm", "convention": "qwen3"}
+             for target in ("tests/fixtures/user/numpy_norms.py:rms_norm", f"{other}:rms_norm")]
+    expected = usercode.user_code_implementation(specs[1], "rms_norm", "qwen3", 60.0, name=specs[1]["target"])
+    built = []
+    real = usercode.user_implementation
+    monkeypatch.setattr(usercode, "user_implementation", lambda target, *a, **k: (built.append(target),
+                                                                                   real(target, *a, **k))[1])
+    first, second = cli_module._with_implementations(specs, 60.0)
+    assert built == [spec["target"] for spec in specs]  # each target located (and parsed) once
+    assert first.name == "rms_norm" and second == expected  # its name, worker, target and params as if built so
+    assert second.name == f"{other}:rms_norm" and second.worker == f"user {other}:rms_norm"

@@ -10,7 +10,8 @@ import textwrap
 
 import pytest
 
-from normdiff.harness.commands.usercode import TargetError, detect_framework, parse_target, user_implementation
+from normdiff.harness.commands.usercode import TargetError, detect_framework, user_implementation
+from normdiff.implementations.target import locate
 
 
 def _file(tmp_path, source: str, name: str = "mine.py") -> str:
@@ -20,7 +21,7 @@ def _file(tmp_path, source: str, name: str = "mine.py") -> str:
 
 
 def detect(target: str, op: str = "rms_norm") -> str:
-    return detect_framework(parse_target(target), op)
+    return detect_framework(locate(target), op)
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -57,8 +58,8 @@ def test_a_library_module_is_its_frameworks_without_importing_it(target, expecte
     root = target.split(".")[0]
     if importlib.util.find_spec(root) is None:
         pytest.skip(f"{root} is not installed")
-    code = ("import sys; from normdiff.harness.commands.usercode import detect_framework, parse_target; "
-            f"print(detect_framework(parse_target({target!r}), 'rms_norm')); "
+    code = ("import sys; from normdiff.harness.commands.usercode import detect_framework; from normdiff.implementations.target import locate; "
+            f"print(detect_framework(locate({target!r}), 'rms_norm')); "
             "print(sorted({'torch', 'jax', 'mlx', 'keras', 'tinygrad', 'flax'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.split("\n")
     assert out[0] == expected and out[1] == "[]", out
