@@ -85,13 +85,11 @@ FOLDERS = ("normdiff", "harness", "cases", "implementations", "reports")
 # float presentation type (g G e E f F %): ".3g", "g", ".0%", ">10.4g", ".2f"
 FLOAT_SPEC = re.compile(r"^(.?[<>^=])?[+\- ]?#?0?\d*[,_]?(\.\d+)?[gGeEfF%]$")
 # the specs that stay, each by module and spec, with why; every entry must still be found (a stale
-# one fails too). The files other people own are listed until their owners move them.
+# one fails too).
 KEPT = {
     ("normdiff/text.py", "g"): "the one place: text.general is f'{value:g}'",
     # a regime's name (part of a case id, parsed back by cases/regimes.py), not a number shown
     ("harness/commands/explain.py", ".3g"): "rms_sweep's regime id tiny_rms:{s:.3g}",
-    # owned by other work in progress: to move to text.general / text.number there
-    ("harness/engine/pool.py", "g"): "a worker's timeout",
 }
 
 

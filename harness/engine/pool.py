@@ -18,6 +18,7 @@ import threading
 from multiprocessing.connection import Connection
 
 from normdiff import processes
+from normdiff.text import general
 
 MIN_LOAD_TIMEOUT = 15.0  # importing torch + transformers takes 5-8 s on this project's 2-core machine
 
@@ -126,10 +127,10 @@ class Worker:
                 if message[0] == "load":
                     impl = message[1]
                     what = impl.target.text if impl.target is not None else impl.entry
-                    return ("timeout", f"importing {what} did not finish within {limit:g} s (the load "
-                                       f"limit: --timeout, at least {MIN_LOAD_TIMEOUT:g} s); the {self.name} "
+                    return ("timeout", f"importing {what} did not finish within {general(limit)} s (the load "
+                                       f"limit: --timeout, at least {general(MIN_LOAD_TIMEOUT)} s); the {self.name} "
                                        "worker was killed")
-                return ("timeout", f"no reply within {limit:g} s; the {self.name} worker was "
+                return ("timeout", f"no reply within {general(limit)} s; the {self.name} worker was "
                                    "killed and restarted")
             return self.replies.recv()
         except (EOFError, OSError, BrokenPipeError):
