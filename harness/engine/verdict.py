@@ -154,16 +154,24 @@ def _where(finding: Finding, rows):
     return _has_columns(finding, rows) & (rows["outcome"].astype(str) == finding.outcome)
 
 
-def _shows(finding: Finding, rows, evidence: dict) -> list[bool]:
-    """Which rows show the finding: its columns and outcome (`_where`), and its numbers: the
-    message of a failure without output, else the output's bits against `evidence[finding]`."""
-    candidate = _where(finding, rows)
+def _shows(finding: Finding, rows, evidence: dict):
+    """Which rows show the finding (a boolean array): its columns and outcome (`_where`), and its
+    numbers: the message of a failure without output, else the output's bits against
+    `evidence[finding]`. Only the rows with its columns and outcome are looked at one by one."""
+    import numpy as np
+
+    shows = _where(finding, rows).to_numpy(dtype=bool, copy=True)
+    at = shows.nonzero()[0]
+    if not len(at):
+        return shows
     if finding.detail is not None:
-        details = rows["detail"].fillna("").astype(str)
-        return [bool(c) and finding.detail.search(d) is not None for c, d in zip(candidate, details)]
+        details = rows["detail"].to_numpy()[at]
+        shows[at] = [isinstance(d, str) and finding.detail.search(d) is not None for d in details]
+        return shows
     seen = evidence.get(finding, {})
-    digests = rows["output_digest"].fillna("").astype(str)
-    return [bool(c) and d != "" and seen.get(cid) == d for c, cid, d in zip(candidate, rows["case_id"], digests)]
+    digests, ids = rows["output_digest"].to_numpy()[at], rows["case_id"].to_numpy()[at]
+    shows[at] = [isinstance(d, str) and d != "" and seen.get(cid) == d for cid, d in zip(ids, digests)]
+    return shows
 
 
 def _exemplar_digests(finding: Finding, rows) -> dict:
@@ -187,10 +195,10 @@ def annotate(results, known: tuple[Finding, ...] = KNOWN, exemplars=None):
     stale = []
     for finding in known:
         shows = _shows(finding, results, evidence)
-        if any(shows):
+        if shows.any():
             results.loc[shows, "known_finding"] = finding.explanation
         own = results[results["implementation"] == finding.seen_in]
-        if len(own) and _has_columns(finding, own).any() and not any(_shows(finding, own, evidence)):
+        if len(own) and _has_columns(finding, own).any() and not _shows(finding, own, evidence).any():
             stale.append(f"{finding.seen_in}: expected {finding.outcome} where {dict(finding.where)}, and it no "
                          f"longer shows: {finding.explanation}")
     return results, stale
