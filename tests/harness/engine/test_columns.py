@@ -1,6 +1,7 @@
 """The results table's columns are defined once (engine/columns.py): the engine builds its rows in
 that order, the judge's measurement is that group's fields, and a Row carries one row by name."""
 import pandas as pd
+import pytest
 
 from normdiff.harness.engine import columns, judge
 
@@ -28,3 +29,14 @@ def test_a_run_writes_exactly_these_columns(small_report, tmp_path):
 def test_a_row_by_name():
     row = columns.row({"case_id": "c", "pass": "forward", "outcome": "agree", "max_ulp": 0.5})
     assert (row.case_id, row.pass_, row.outcome, row.max_ulp, row.detail) == ("c", "forward", "agree", 0.5, None)
+
+
+def test_the_column_names_by_attribute():
+    """C names every column from the one definition: a misspelt or removed one is an AttributeError."""
+    c = columns.C
+    assert (c.outcome, c.max_ulp, c.pass_, c.known_finding) == ("outcome", "max_ulp", "pass", "known_finding")
+    assert tuple(c) == columns.NAMES and c._fields == columns.Row._fields
+    with pytest.raises(AttributeError):
+        c.max_ulps  # noqa: B018
+    with pytest.raises(AttributeError):
+        getattr(c, "pass")
