@@ -267,7 +267,7 @@ def _margin(ran) -> dict:
         return {}
     share = judged[C.max_ulp] / judged[C.tolerance_ulp]
     top = judged.loc[share.idxmax()]
-    return {"worst_ulp": float(top["max_ulp"]), "budget_ulp": float(top["tolerance_ulp"]),
+    return {"worst_ulp": float(top[C.max_ulp]), "budget_ulp": float(top[C.tolerance_ulp]),
             "share_of_budget": float(share.max()), "case_id": str(top[C.case_id]),
             "identical": int((ran[C.outcome].astype(str) == "identical").sum()), "of": int(len(ran))}
 
