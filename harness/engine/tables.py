@@ -62,8 +62,8 @@ def pairs_frame(outcomes=None, rows: list[dict] | None = None) -> pd.DataFrame:
     """Pairwise distances between implementations' outputs on each case they both answered
     (engine/pairs.py), from the outcomes or from pair rows measured already (a run's RunData.pairs),
     in the order of case, then the two implementations' names."""
-    frame = pd.DataFrame(pairs.rows(outcomes) if rows is None else rows, columns=pairs.COLUMNS)
-    return frame.sort_values(["case_id", "a", "b"], kind="stable").reset_index(drop=True)
+    table = pd.DataFrame(pairs.rows(outcomes) if rows is None else rows, columns=pairs.COLUMNS)
+    return table.sort_values(["case_id", "a", "b"], kind="stable").reset_index(drop=True)
 
 
 # ---- what fails a run (engine/verdict.py decides), and each implementation's worst rows ----------
