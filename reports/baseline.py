@@ -43,15 +43,16 @@ from normdiff.files import atomic_write
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.reports.markup import markdown_table, md_code, md_text
 from normdiff import wording
 from normdiff.text import number, printable
 
 FORMAT = "normdiff-baseline/1"
 DIGITS = 6  # significant digits kept for every float
-CELL_FIELDS = ("case_id", "implementation", "kind", "outcome", "max_ulp", "p99_ulp", "rel_l2",
-               "tolerance_ulp", "output_digest", "known_finding")
-FLOAT_FIELDS = ("max_ulp", "p99_ulp", "rel_l2", "tolerance_ulp")
+CELL_FIELDS = (C.case_id, C.implementation, C.kind, C.outcome, C.max_ulp, C.p99_ulp, C.rel_l2,
+               C.tolerance_ulp, C.output_digest, C.known_finding)
+FLOAT_FIELDS = (C.max_ulp, C.p99_ulp, C.rel_l2, C.tolerance_ulp)
 RANK = {outcome: i for i, outcome in enumerate(OUTCOMES) if outcome not in NOT_RUN}
 # a cell that stays identical/agree and whose max_ulp grew by more than this share of its budget is
 # reported as drift (never a regression: both numbers are within the budget)
@@ -90,7 +91,7 @@ def _text(value) -> str:
 def cells(results: pd.DataFrame) -> list[dict]:
     """The baseline's cells from a results table: every row that is not `unsupported`, sorted by
     (case_id, implementation), with rounded numbers."""
-    rows = results[results["outcome"].astype(str) != "unsupported"]
+    rows = results[results[C.outcome].astype(str) != "unsupported"]
     out = []
     for row in rows.to_dict("records"):
         cell = {}
@@ -98,7 +99,7 @@ def cells(results: pd.DataFrame) -> list[dict]:
             value = row.get(name)
             cell[name] = _number(value) if name in FLOAT_FIELDS else _text(value)
         out.append(cell)
-    return sorted(out, key=lambda c: (c["case_id"], c["implementation"]))
+    return sorted(out, key=lambda c: (c[C.case_id], c[C.implementation]))
 
 
 def case_ids_hash(case_ids) -> str:
@@ -112,8 +113,8 @@ def _today() -> str:
 def build(report) -> dict:
     """The baseline document for a report (a reports.report.Report)."""
     results, meta = report.results, report.meta
-    case_ids = sorted(set(results["case_id"])) if len(results) else []
-    impls = (results.groupby("implementation")["kind"].first().sort_index().to_dict() if len(results) else {})
+    case_ids = sorted(set(results[C.case_id])) if len(results) else []
+    impls = (results.groupby(C.implementation)[C.kind].first().sort_index().to_dict() if len(results) else {})
     versions = dict(meta.get("versions", {}))
     return {
         "format": FORMAT,
@@ -207,12 +208,12 @@ def load(path: str | os.PathLike) -> Baseline:
                             f"(edited by hand?): {_fix(path)}")
     rows = []
     for i, cell in enumerate(raw):
-        where = f"baseline file {path}, cell {i} ({cell.get('case_id', '?') if isinstance(cell, dict) else cell!r})"
+        where = f"baseline file {path}, cell {i} ({cell.get(C.case_id, '?') if isinstance(cell, dict) else cell!r})"
         if not isinstance(cell, dict) or set(CELL_FIELDS) - set(cell):
             missing = sorted(set(CELL_FIELDS) - set(cell)) if isinstance(cell, dict) else list(CELL_FIELDS)
             raise BaselineError(f"{where}: missing fields {missing}: {_fix(path)}")
-        if cell["outcome"] not in OUTCOMES:
-            raise BaselineError(f"{where}: unknown outcome {cell['outcome']!r}; known: {', '.join(OUTCOMES)}")
+        if cell[C.outcome] not in OUTCOMES:
+            raise BaselineError(f"{where}: unknown outcome {cell[C.outcome]!r}; known: {', '.join(OUTCOMES)}")
         row = {k: cell[k] for k in CELL_FIELDS}
         for name in FLOAT_FIELDS:
             value = cell[name]
@@ -224,9 +225,9 @@ def load(path: str | os.PathLike) -> Baseline:
                 raise BaselineError(f"{where}: {name} must be a number, null, 'inf' or '-inf', got {value!r}")
         rows.append(row)
     cells_ = pd.DataFrame(rows, columns=list(CELL_FIELDS))
-    if cells_.duplicated(["case_id", "implementation"]).any():
-        dup = cells_[cells_.duplicated(["case_id", "implementation"])].iloc[0]
-        raise BaselineError(f"baseline file {path}: cell ({dup['case_id']}, {dup['implementation']}) appears "
+    if cells_.duplicated([C.case_id, C.implementation]).any():
+        dup = cells_[cells_.duplicated([C.case_id, C.implementation])].iloc[0]
+        raise BaselineError(f"baseline file {path}: cell ({dup[C.case_id]}, {dup[C.implementation]}) appears "
                             f"twice: {_fix(path)}")
     return Baseline(path, meta, cells_)
 
@@ -354,29 +355,29 @@ def compare(baseline: Baseline, results: pd.DataFrame, meta: dict | None = None)
     meta = meta or {}
     bmeta = baseline.meta
     warnings, notes = _meta_differences(baseline, meta)
-    cur_impls = (results.groupby("implementation")["kind"].first().to_dict() if len(results) else {})
+    cur_impls = (results.groupby(C.implementation)[C.kind].first().to_dict() if len(results) else {})
     base_impls = dict(bmeta["implementations"])
-    cur_cases = set(results["case_id"]) if len(results) else set()
+    cur_cases = set(results[C.case_id]) if len(results) else set()
     base_cases = set(bmeta["case_ids"])
     if case_ids_hash(cur_cases) != bmeta["case_ids_sha256"]:
         shared = len(cur_cases & base_cases)
         warnings.append(f"suite {bmeta['suite']!r} has changed since the baseline: "
                         f"{len(cur_cases - base_cases)} new and {len(base_cases - cur_cases)} vanished case(s); "
                         f"compared on the {shared} shared case(s)")
-    cur_cells = {(c["case_id"], c["implementation"]): c for c in cells(results)} if len(results) else {}
+    cur_cells = {(c[C.case_id], c[C.implementation]): c for c in cells(results)} if len(results) else {}
     if len(results):  # keep the unrounded numbers for the current run
-        for row in results[results["outcome"].astype(str) != "unsupported"][
-                ["case_id", "implementation", "max_ulp", "tolerance_ulp"]].itertuples(index=False):
+        for row in results[results[C.outcome].astype(str) != "unsupported"][
+                [C.case_id, C.implementation, C.max_ulp, C.tolerance_ulp]].itertuples(index=False):
             cell = cur_cells[(row.case_id, row.implementation)]
-            cell["max_ulp"], cell["tolerance_ulp"] = float(row.max_ulp), float(row.tolerance_ulp)
-    base_cells = {(c["case_id"], c["implementation"]): c for c in baseline.cells.to_dict("records")}
+            cell[C.max_ulp], cell[C.tolerance_ulp] = float(row.max_ulp), float(row.tolerance_ulp)
+    base_cells = {(c[C.case_id], c[C.implementation]): c for c in baseline.cells.to_dict("records")}
     changes = []
 
     def add(change, case_id, impl, kind, before, after, b=None, c=None, reason=""):
-        b_ulp = float("nan") if b is None else b.get("max_ulp", float("nan"))
-        c_ulp = float("nan") if c is None else c.get("max_ulp", float("nan"))
-        tol = next((x.get("tolerance_ulp") for x in (c, b) if x is not None
-                    and x.get("tolerance_ulp") is not None and not math.isnan(x.get("tolerance_ulp"))), float("nan"))
+        b_ulp = float("nan") if b is None else b.get(C.max_ulp, float("nan"))
+        c_ulp = float("nan") if c is None else c.get(C.max_ulp, float("nan"))
+        tol = next((x.get(C.tolerance_ulp) for x in (c, b) if x is not None
+                    and x.get(C.tolerance_ulp) is not None and not math.isnan(x.get(C.tolerance_ulp))), float("nan"))
         changes.append({"change": change, "case_id": case_id, "implementation": impl, "kind": kind,
                         "before": before, "after": after, "max_ulp_before": b_ulp, "max_ulp_after": c_ulp,
                         "tolerance_ulp": tol, "reason": reason})
@@ -413,10 +414,10 @@ def compare(baseline: Baseline, results: pd.DataFrame, meta: dict | None = None)
 def _classify(add, case_id: str, impl: str, b: dict | None, c: dict | None, new: str) -> None:
     """One cell's change (see `compare` for the rules); `new` says why a cell has no baseline
     ("new case", "new implementation"), or is empty."""
-    kind = (c or b)["kind"]
-    before, after = (b["outcome"] if b else ""), (c["outcome"] if c else "unsupported")
+    kind = (c or b)[C.kind]
+    before, after = (b[C.outcome] if b else ""), (c[C.outcome] if c else "unsupported")
     b_ran, c_ran = bool(b) and before not in NOT_RUN, bool(c) and after not in NOT_RUN
-    known = bool(c and c["known_finding"])
+    known = bool(c and c[C.known_finding])
     mutant = verdict.expects_failure(kind)
     if not c_ran:
         if b_ran:
@@ -424,15 +425,15 @@ def _classify(add, case_id: str, impl: str, b: dict | None, c: dict | None, new:
                 f"ran in the baseline ({before}), {after} now")
         return
     if not b_ran:
-        if verdict.row_verdict(after, mutant, c["known_finding"]) == verdict.FAILS:
+        if verdict.row_verdict(after, mutant, c[C.known_finding]) == verdict.FAILS:
             what = new or f"{before or 'unsupported'} in the baseline"
             add("regression", case_id, impl, kind, before, after, b, c, f"new disagreement ({what}): {after}")
         elif not new:
             add("now_run", case_id, impl, kind, before or "unsupported", after, b, c,
                 f"{before or 'unsupported'} in the baseline, runs now")
         return
-    b_ulp, c_ulp = b["max_ulp"], c["max_ulp"]
-    tol = c["tolerance_ulp"] if not math.isnan(c["tolerance_ulp"]) else b["tolerance_ulp"]
+    b_ulp, c_ulp = b[C.max_ulp], c[C.max_ulp]
+    tol = c[C.tolerance_ulp] if not math.isnan(c[C.tolerance_ulp]) else b[C.tolerance_ulp]
     grew = c_ulp - b_ulp if not (math.isnan(b_ulp) or math.isnan(c_ulp)) else float("nan")
     worse, better = RANK[after] > RANK[before], RANK[after] < RANK[before]
     ulps = f"max_ulp {number(b_ulp, missing='nan')} -> {number(c_ulp, missing='nan')}"
@@ -459,7 +460,7 @@ def _classify(add, case_id: str, impl: str, b: dict | None, c: dict | None, new:
     elif not _failing(after) and grew > DRIFT_SHARE * tol:
         add("drift", case_id, impl, kind, before, after, b, c,
             wording.grew_share_of_budget(ulps, DRIFT_SHARE, tol, after))
-    elif b["output_digest"] != c["output_digest"] and b["output_digest"] and c["output_digest"]:
+    elif b[C.output_digest] != c[C.output_digest] and b[C.output_digest] and c[C.output_digest]:
         add("drift", case_id, impl, kind, before, after, b, c, f"output bits changed, still {after} ({ulps})")
 
 
@@ -468,14 +469,14 @@ def _mutants(add, base: pd.DataFrame, results: pd.DataFrame, cur_impls: dict, ba
     if not len(results):
         return
     for name in sorted(n for n, k in cur_impls.items() if verdict.expects_failure(k) and n in base_impls):
-        before = base[base["implementation"] == name]
+        before = base[base[C.implementation] == name]
         was = before[[v == verdict.CAUGHT for v in verdict.row_verdicts(before)]]
-        rows = results[results["implementation"] == name]
-        ran = rows[~rows["outcome"].astype(str).isin(NOT_RUN)]
+        rows = results[results[C.implementation] == name]
+        ran = rows[~rows[C.outcome].astype(str).isin(NOT_RUN)]
         if was.empty or ran.empty:
             continue  # never caught, or not run now (not_run says so per cell)
         if verdict.CAUGHT not in verdict.row_verdicts(ran):
-            cases = sorted(was["case_id"])
+            cases = sorted(was[C.case_id])
             add("regression", "", name, "mutant", "caught", "missed", None, None,
                 f"mutant caught in the baseline by {len(cases)} case(s) ({', '.join(cases[:3])}"
                 f"{', ...' if len(cases) > 3 else ''}), missed by all {len(ran)} now: the harness went blind")

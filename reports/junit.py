@@ -32,13 +32,13 @@ from normdiff.text import fixed
 from normdiff.wording import outside_the_budget
 from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.harness.engine import verdict
-from normdiff.harness.engine.columns import Row
+from normdiff.harness.engine.columns import C, Row
 from normdiff.harness.engine.tables import ranked
 from normdiff.reports import messages
 
 BODY_ROWS = 50  # failing cases listed in one failure's body
 # the columns read here besides the messages' own (messages.COLUMNS)
-EXTRA = ("op", "convention", "kind", "framework", "seconds", "regime", "known_finding")
+EXTRA = (C.op, C.convention, C.kind, C.framework, C.seconds, C.regime, C.known_finding)
 
 
 _UNCARRIED = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -70,9 +70,9 @@ def testcases(results: pd.DataFrame) -> list[dict]:
     if results.empty:
         return out
     results = results[[c for c in messages.COLUMNS + EXTRA if c in results]]
-    asked = results[results["outcome"].astype(str) != "unsupported"]  # unimplemented pairs are no test
-    if "seconds" in asked:
-        asked = asked.assign(seconds=pd.to_numeric(asked["seconds"], errors="coerce"))
+    asked = results[results[C.outcome].astype(str) != "unsupported"]  # unimplemented pairs are no test
+    if C.seconds in asked:
+        asked = asked.assign(**{C.seconds: pd.to_numeric(asked[C.seconds], errors="coerce")})
     worst_first = _by_test(messages.records(ranked(asked), EXTRA))
     for key, rows in sorted(_by_test(messages.records(asked, EXTRA)).items()):
         impl, op, convention = key

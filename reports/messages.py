@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from normdiff import wording
 from normdiff.harness.engine import columns
-from normdiff.harness.engine.columns import Row
+from normdiff.harness.engine.columns import C, Row
 from normdiff.harness.engine.tables import repro_command
 from normdiff.text import number, ulps
 
 
 # the columns of a row that figures, headline, detail and message read
-COLUMNS = ("case_id", "implementation", "outcome", "max_ulp", "tolerance_ulp", "rel_l2", "nan_count", "inf_count",
-           "detail", "repro")
+COLUMNS = (C.case_id, C.implementation, C.outcome, C.max_ulp, C.tolerance_ulp, C.rel_l2, C.nan_count, C.inf_count,
+           C.detail, C.repro)
 
 
 def records(table, extra: tuple[str, ...] = ()) -> list[Row]:

@@ -15,6 +15,7 @@ from normdiff.cases.model import Case
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.engine.runner import prepare
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.harness.engine.tables import ranked
 from normdiff.text import columns, ulps
 
@@ -24,7 +25,7 @@ SIDE_BY_SIDE = 6  # elements shown from the start of the worst row (plus its wor
 def worst_rows(results: pd.DataFrame, per_implementation: int = 5, mutants: bool = False) -> pd.DataFrame:
     """Up to `per_implementation` worst rows of each implementation (non-mutants unless `mutants`)."""
     rows = ranked(results if mutants else results[~verdict.expected(results)])
-    return rows.groupby("implementation", sort=True).head(per_implementation)
+    return rows.groupby(C.implementation, sort=True).head(per_implementation)
 
 
 def side_by_side(outputs: dict, case_id: str, implementation: str,

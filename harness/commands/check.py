@@ -29,6 +29,7 @@ from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import columns as table_columns
+from normdiff.harness.engine.columns import C
 from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.tables import repro_command
 from normdiff.implementations.entry import Implementation
@@ -170,7 +171,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     cases, skipped = _laid_out_for(impl, cases)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     rows = report.results
-    outcome = rows["outcome"].astype(str)
+    outcome = rows[C.outcome].astype(str)
     said = verdicts.row_verdicts(rows)
     excused = np.array([v == verdicts.EXCUSED for v in said], dtype=bool)
     failed = outcome.isin(FAILED_TO_RUN)
@@ -188,8 +189,8 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     result.not_run = _not_run(rows[failed])
     if result.verdict == "disagrees":
         bad = rows[disagreeing]
-        outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad["case_id"] if (cid, impl.name) in report.outputs}
-        agreeing = rows.loc[outcome.isin(PASSING), "case_id"]
+        outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad[C.case_id] if (cid, impl.name) in report.outputs}
+        agreeing = rows.loc[outcome.isin(PASSING), C.case_id]
         result.diagnosis = _diagnose(outputs, op, convention, agreeing)
         result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
     if result.verdict != "disagrees":
@@ -198,8 +199,8 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     return result
 
 
-ROW_FIELDS = ("case_id", "dtype", "regime", "eps", "outcome", "max_ulp", "tolerance_ulp", "detail", "known_finding",
-              "repro")
+ROW_FIELDS = (C.case_id, C.dtype, C.regime, C.eps, C.outcome, C.max_ulp, C.tolerance_ulp, C.detail, C.known_finding,
+              C.repro)
 
 
 def case_rows(rows, impl: Implementation) -> list[dict]:
@@ -208,8 +209,8 @@ def case_rows(rows, impl: Implementation) -> list[dict]:
     out = []
     for r in table_columns.rows(rows):
         row = {k: _plain(getattr(r, k)) for k in ROW_FIELDS}
-        row["outcome"] = str(r.outcome)
-        row["repro"] = row["repro"] or repro_command(row["case_id"], impl)
+        row[C.outcome] = str(r.outcome)
+        row[C.repro] = row[C.repro] or repro_command(row[C.case_id], impl)
         row["headline"] = messages.headline(r)
         out.append(row)
     return out
@@ -226,7 +227,7 @@ def _plain(value):
 def _first_detail(rows) -> str:
     """Why nothing ran: the first reason that is not a consequence of another (after a hang, the
     other calls' "not run" points at the one that hung), with how many cases it cost."""
-    details = [d for d in rows["detail"].astype(str) if d and d != "nan"]
+    details = [d for d in rows[C.detail].astype(str) if d and d != "nan"]
     if not details:
         return "the implementation produced no output"
     cause = next((d for d in details if not d.startswith("not run:")), details[0])
@@ -236,52 +237,52 @@ def _first_detail(rows) -> str:
 
 def _not_run(failed) -> list[dict]:
     """The cases that could not run, grouped by dtype and reason."""
-    groups = failed.assign(reason=[messages.detail(r) or str(r["outcome"]) for _, r in failed.iterrows()])
-    return [{"dtype": dtype, "cases": int(len(g)), "reason": reason, "example": str(g["case_id"].iloc[0])}
-            for (dtype, reason), g in groups.groupby(["dtype", "reason"], sort=True)]
+    groups = failed.assign(reason=[messages.detail(r) or str(r[C.outcome]) for _, r in failed.iterrows()])
+    return [{"dtype": dtype, "cases": int(len(g)), "reason": reason, "example": str(g[C.case_id].iloc[0])}
+            for (dtype, reason), g in groups.groupby([C.dtype, "reason"], sort=True)]
 
 
 def _known_findings(excused) -> list[dict]:
     """The known findings the excused rows show, each with how many cases and one of them."""
-    return [{"explanation": text, "cases": int(len(g)), "example": str(g["case_id"].iloc[0])}
-            for text, g in excused.groupby("known_finding", sort=True)]
+    return [{"explanation": text, "cases": int(len(g)), "example": str(g[C.case_id].iloc[0])}
+            for text, g in excused.groupby(C.known_finding, sort=True)]
 
 
 def _output_dtype(rows) -> str:
-    ran = rows[rows["output_dtype"].fillna("").astype(str) != ""]
-    other = ran[ran["output_dtype"].astype(str) != ran["dtype"].astype(str)]
+    ran = rows[rows[C.output_dtype].fillna("").astype(str) != ""]
+    other = ran[ran[C.output_dtype].astype(str) != ran[C.dtype].astype(str)]
     if other.empty:
         return ""
-    outputs = other["output"] if "output" in other else ["y"] * len(other)
+    outputs = other[C.output] if C.output in other else ["y"] * len(other)
     pairs: dict[str, set] = {}
-    for o, i, name in zip(other["output_dtype"], other["dtype"], outputs):
+    for o, i, name in zip(other[C.output_dtype], other[C.dtype], outputs):
         pairs.setdefault(f"{o} for {i} input", set()).add(str(name))
     # which output (dw in float32 is what training kernels return; y in float32 is a finding)
     return "returns " + ", ".join(f"{pair} ({', '.join(sorted(names))})" for pair, names in sorted(pairs.items()))
 
 
 def _margin(ran) -> dict:
-    judged = ran[ran["max_ulp"].notna() & (ran["tolerance_ulp"] > 0)]
+    judged = ran[ran[C.max_ulp].notna() & (ran[C.tolerance_ulp] > 0)]
     if judged.empty:
         return {}
-    share = judged["max_ulp"] / judged["tolerance_ulp"]
+    share = judged[C.max_ulp] / judged[C.tolerance_ulp]
     top = judged.loc[share.idxmax()]
-    return {"worst_ulp": float(top["max_ulp"]), "budget_ulp": float(top["tolerance_ulp"]),
-            "share_of_budget": float(share.max()), "case_id": str(top["case_id"]),
-            "identical": int((ran["outcome"].astype(str) == "identical").sum()), "of": int(len(ran))}
+    return {"worst_ulp": float(top[C.max_ulp]), "budget_ulp": float(top[C.tolerance_ulp]),
+            "share_of_budget": float(share.max()), "case_id": str(top[C.case_id]),
+            "identical": int((ran[C.outcome].astype(str) == "identical").sum()), "of": int(len(ran))}
 
 
 def _worst(rows, report, impl: str) -> dict:
     """The worst row: the worst outcome (a NaN where the reference is finite beats any finite
     error), then the largest error."""
-    rank = rows["outcome"].astype(str).map({o: i for i, o in enumerate(OUTCOMES)})
-    worst = (rows.assign(_rank=rank).sort_values(["_rank", "max_ulp"], ascending=[False, False], na_position="first")
+    rank = rows[C.outcome].astype(str).map({o: i for i, o in enumerate(OUTCOMES)})
+    worst = (rows.assign(_rank=rank).sort_values(["_rank", C.max_ulp], ascending=[False, False], na_position="first")
              .iloc[0])
     info = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in worst[
-        ["case_id", "outcome", "max_ulp", "rel_l2", "max_abs", "cosine", "detail"]].items()}
-    info["replay"] = f"Case.from_id({worst['case_id']!r}).inputs()"
+        [C.case_id, C.outcome, C.max_ulp, C.rel_l2, C.max_abs, C.cosine, C.detail]].items()}
+    info["replay"] = f"Case.from_id({worst[C.case_id]!r}).inputs()"
     info["headline"] = messages.headline(worst)
-    info.update(sides.as_values(sides.side_by_side(report.outputs, worst["case_id"], impl)))
+    info.update(sides.as_values(sides.side_by_side(report.outputs, worst[C.case_id], impl)))
     return info
 
 

@@ -16,6 +16,7 @@ from normdiff.harness.data.backward_bugs import BACKWARD_BUGS, BackwardBug
 from normdiff.harness.data.bugs import BUGS, Bug, get_bug
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING
+from normdiff.harness.engine.columns import C
 from normdiff.implementations import registry
 from normdiff.text import fixed, number, ulps
 
@@ -53,26 +54,26 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None, passes
     bug = get_bug(bug_id)
     report = run_bug(bug, suite, passes)
     rows = report.results
-    caught = rows[rows["outcome"].isin(DISAGREEING)]
-    typical = rows[rows["regime"] == "normal"]
+    caught = rows[rows[C.outcome].isin(DISAGREEING)]
+    typical = rows[rows[C.regime] == "normal"]
     lines = [f"{bug.id}: {bug.symptom}", f"  op {bug.op} under convention {bug.convention}; the mutant turns "
              f"{', '.join(f'{k}={v!r}' for k, v in bug.changes.items())}", "",
              f"  right: {bug.right}", f"  wrong: {bug.wrong}", "", _plausible(typical), ""]
     if len(typical):
         # bf16 first: where models run, and where a small error hides under the rounding floor
-        pool = typical[typical["dtype"] == "bfloat16"] if (typical["dtype"] == "bfloat16").any() else typical
-        best = pool.sort_values(["cosine", "rel_l2"], ascending=[False, True]).iloc[0]
-        lines += [f"Looks right here: {best['case_id']} ({best['outcome']}, "
-                  f"rel_l2 {number(best['rel_l2'], missing='nan')}, cosine {fixed(best['cosine'], 6)})",
-                  _side_by_side(report, best["case_id"], bug.id), ""]
+        pool = typical[typical[C.dtype] == "bfloat16"] if (typical[C.dtype] == "bfloat16").any() else typical
+        best = pool.sort_values([C.cosine, C.rel_l2], ascending=[False, True]).iloc[0]
+        lines += [f"Looks right here: {best[C.case_id]} ({best[C.outcome]}, "
+                  f"rel_l2 {number(best[C.rel_l2], missing='nan')}, cosine {fixed(best[C.cosine], 6)})",
+                  _side_by_side(report, best[C.case_id], bug.id), ""]
     if len(caught):
-        worst = caught.sort_values("rel_l2", ascending=False).iloc[0]
-        lines += [f"Exposed by {bug.exposes}. Badly wrong here: {worst['case_id']} ({worst['outcome']}, "
-                  f"rel_l2 {number(worst['rel_l2'], missing='nan')}, max {ulps(worst['max_ulp'], missing='nan')})",
-                  _side_by_side(report, worst["case_id"], bug.id), "",
+        worst = caught.sort_values(C.rel_l2, ascending=False).iloc[0]
+        lines += [f"Exposed by {bug.exposes}. Badly wrong here: {worst[C.case_id]} ({worst[C.outcome]}, "
+                  f"rel_l2 {number(worst[C.rel_l2], missing='nan')}, max {ulps(worst[C.max_ulp], missing='nan')})",
+                  _side_by_side(report, worst[C.case_id], bug.id), "",
                   f"Caught by {len(caught)} of {len(rows)} {bug.op}@{bug.convention} cases of suite "
-                  f"'{suite}', in regimes: {', '.join(sorted(caught['regime'].unique()))}"]
-        lines += [f"  {cid}" for cid in sorted(caught["case_id"])[:12]]
+                  f"'{suite}', in regimes: {', '.join(sorted(caught[C.regime].unique()))}"]
+        lines += [f"  {cid}" for cid in sorted(caught[C.case_id])[:12]]
         if len(caught) > 12:
             lines.append(f"  ... and {len(caught) - 12} more (kill_matrix.csv of a normdiff run lists all)")
     else:
@@ -92,24 +93,24 @@ def explain_backward(bug: BackwardBug, suite: str = "default", passes: str = "bo
     VJP, their scale against it), where they are caught and by how much."""
     report = run_bug(bug, suite, passes)
     rows = report.results
-    caught = rows[rows["outcome"].isin(DISAGREEING)]
+    caught = rows[rows[C.outcome].isin(DISAGREEING)]
     lines = [f"{bug.id}: {bug.symptom}", f"  backward of {bug.op} under convention {bug.convention}; corrupts "
              f"{', '.join(bug.outputs)} in {', '.join(bug.dtypes)}", "", f"  wrong: {bug.formula}", ""]
-    for output, of in rows.groupby("output"):
-        cosine = f"{fixed(of['cosine'].min(), 6)}-{fixed(of['cosine'].max(), 6)}"
-        scale = f"{number(of['rms_ratio'].min(), missing='nan')}-{number(of['rms_ratio'].max(), missing='nan')}"
+    for output, of in rows.groupby(C.output):
+        cosine = f"{fixed(of[C.cosine].min(), 6)}-{fixed(of[C.cosine].max(), 6)}"
+        scale = f"{number(of[C.rms_ratio].min(), missing='nan')}-{number(of[C.rms_ratio].max(), missing='nan')}"
         lines.append(f"  {output}: cosine to the exact gradient {cosine}, scale (rms ratio) {scale}, torch.testing."
-                     f"assert_close passes {int(of['assert_close'].astype(bool).sum())}/{len(of)}; caught on "
-                     f"{int(of['outcome'].isin(DISAGREEING).sum())}/{len(of)}")
+                     f"assert_close passes {int(of[C.assert_close].astype(bool).sum())}/{len(of)}; caught on "
+                     f"{int(of[C.outcome].isin(DISAGREEING).sum())}/{len(of)}")
     if len(caught):
-        worst = caught.sort_values("rel_l2", ascending=False).iloc[0]
-        lines += ["", f"Badly wrong here: {worst['case_id']} ({worst['outcome']}, "
-                      f"rel_l2 {number(worst['rel_l2'], missing='nan')}, "
-                      f"max {ulps(worst['max_ulp'], missing='nan')} of the gradient's terms)",
-                  _side_by_side(report, worst["case_id"], bug.id), "",
+        worst = caught.sort_values(C.rel_l2, ascending=False).iloc[0]
+        lines += ["", f"Badly wrong here: {worst[C.case_id]} ({worst[C.outcome]}, "
+                      f"rel_l2 {number(worst[C.rel_l2], missing='nan')}, "
+                      f"max {ulps(worst[C.max_ulp], missing='nan')} of the gradient's terms)",
+                  _side_by_side(report, worst[C.case_id], bug.id), "",
                   f"Caught by {len(caught)} of {len(rows)} backward {bug.op}@{bug.convention} cases of suite '{suite}', "
-                  f"with dy: {', '.join(sorted(caught['dy'].unique()))}"]
-        lines += [f"  {cid}" for cid in sorted(caught["case_id"])[:12]]
+                  f"with dy: {', '.join(sorted(caught[C.dy].unique()))}"]
+        lines += [f"  {cid}" for cid in sorted(caught[C.case_id])[:12]]
     else:
         lines.append(f"NOT caught by any backward case of suite '{suite}': the harness is blind to this bug there.")
     lines += ["", f"Seen in: {bug.source}"]
@@ -124,28 +125,28 @@ def rms_sweep(bug: Bug, cases) -> dict:
     for dtype in SWEEP_DTYPES:
         runs = tuple(dataclasses.replace(template, dtype=dtype, regime=f"tiny_rms:{s:.3g}", sample=0)
                      for s in SWEEP_RMS)
-        rows = api.run_suite(Suite("sweep", "", runs), [registry.get(bug.id)]).results.set_index("case_id")
-        sweep[f"{bug.id} ({dtype})"] = (SWEEP_RMS, [rows.loc[c.id, "rel_l2"] for c in runs])
+        rows = api.run_suite(Suite("sweep", "", runs), [registry.get(bug.id)]).results.set_index(C.case_id)
+        sweep[f"{bug.id} ({dtype})"] = (SWEEP_RMS, [rows.loc[c.id, C.rel_l2] for c in runs])
     return sweep
 
 
 def per_regime(rows) -> dict:
     """regime -> (the worst rel_l2 there, whether a case there catches the bug)."""
-    worst_rel = rows.groupby("regime")["rel_l2"].max().sort_values()
-    caught = rows.groupby("regime")["outcome"].apply(lambda s: s.isin(DISAGREEING).any())
+    worst_rel = rows.groupby(C.regime)[C.rel_l2].max().sort_values()
+    caught = rows.groupby(C.regime)[C.outcome].apply(lambda s: s.isin(DISAGREEING).any())
     return {r: (float(worst_rel[r]), bool(caught[r])) for r in worst_rel.index}
 
 
 def _plausible(typical) -> str:
     if typical.empty:
         return "No typical (N(0, 1)) cases in this suite for it."
-    passes = int(typical["assert_close"].astype(bool).sum())
+    passes = int(typical[C.assert_close].astype(bool).sum())
     return (f"On typical N(0, 1) inputs ({len(typical)} cases) it looks plausible: output rms "
-            f"{number(typical['rms_ratio'].min(), missing='nan')}-{number(typical['rms_ratio'].max(), missing='nan')} "
-            f"x the reference's, {int(typical['nan_count'].sum())} NaN, cosine to the reference >= "
-            f"{fixed(typical['cosine'].min(), 6)}; torch.testing.assert_close's defaults pass it on "
-            f"{passes}/{len(typical)}; rel_l2 {number(typical['rel_l2'].min(), missing='nan')}-"
-            f"{number(typical['rel_l2'].max(), missing='nan')}.")
+            f"{number(typical[C.rms_ratio].min(), missing='nan')}-{number(typical[C.rms_ratio].max(), missing='nan')} "
+            f"x the reference's, {int(typical[C.nan_count].sum())} NaN, cosine to the reference >= "
+            f"{fixed(typical[C.cosine].min(), 6)}; torch.testing.assert_close's defaults pass it on "
+            f"{passes}/{len(typical)}; rel_l2 {number(typical[C.rel_l2].min(), missing='nan')}-"
+            f"{number(typical[C.rel_l2].max(), missing='nan')}.")
 
 
 def _side_by_side(report, case_id: str, impl: str) -> str:

@@ -38,15 +38,16 @@ from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import CASE
 from normdiff.harness.data.outcomes import NOT_RUN, PASSING
 from normdiff.harness.engine import oracle
+from normdiff.harness.engine.columns import C
 from normdiff.harness.engine.judge import ulp_rule
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages, worst
 from normdiff.text import precise
 from normdiff.wording import budget_of, max_ulp_with_budget
 
-DETECTORS = ("scale_ratio", "ratio_spread", "span_rms_err", "row_bias_ulp", "channel_bias_ulp",
-             "channel_bias_budget", "zero_excess", "nan_count", "inf_count")
-PLAUSIBILITY = ("cosine", "rms_ratio", "assert_close")
+DETECTORS = (C.scale_ratio, C.ratio_spread, C.span_rms_err, C.row_bias_ulp, C.channel_bias_ulp,
+             C.channel_bias_budget, C.zero_excess, C.nan_count, C.inf_count)
+PLAUSIBILITY = (C.cosine, C.rms_ratio, C.assert_close)
 MUTANT_ENTRY = "normdiff.implementations.mutants:"
 TORCH_FRAMEWORK = "normdiff.implementations.frameworks.torch"
 INLINED = {"normdiff.implementations.numpy_own:run": "numpy_own",
@@ -93,7 +94,7 @@ class Replay:
     @property
     def exit_code(self) -> int:
         """0 when the case passes (identical / agree), 1 when it does not."""
-        return 0 if str(self.row["outcome"]) in PASSING + NOT_RUN else 1
+        return 0 if str(self.row[C.outcome]) in PASSING + NOT_RUN else 1
 
 
 def replay(case: Case, impl: Implementation, timeout: float = 60.0) -> Replay:
@@ -134,26 +135,26 @@ def describe(r: Replay) -> str:
         return printable(value, newlines=False)
 
     row, case, impl = r.row, r.case, r.impl
-    budget = row.get("tolerance_ulp")
+    budget = row.get(C.tolerance_ulp)
     lines = [f"case            {one(case.id)}",
              f"contract        {case.contract.describe()}",
              f"implementation  {one(impl.name)} ({one(impl.kind)}, {one(impl.framework)}): {one(impl.description)}",
-             f"outcome         {one(row['outcome'])}" + (f" ({budget_of(budget, one(case.dtype))})"
+             f"outcome         {one(row[C.outcome])}" + (f" ({budget_of(budget, one(case.dtype))})"
                                                         if budget == budget and budget is not None else ""),
              f"measured        {one(messages.headline(row))}",
              "errors          " + "  ".join(f"{k} {precise(row.get(k))}" for k in
-                                           ("max_ulp", "p99_ulp", "max_abs", "rel_l2")),
+                                           (C.max_ulp, C.p99_ulp, C.max_abs, C.rel_l2)),
              "detectors       " + "  ".join(f"{k} {precise(row.get(k))}" for k in DETECTORS),
              "plausibility    " + "  ".join(f"{k} {precise(row.get(k))}" for k in PLAUSIBILITY)]
-    if row.get("output_dtype"):
-        lines.append(f"output          {one(row['output_dtype'])}, digest {one(row.get('output_digest', ''))}")
-    if row.get("detail"):
-        lines.append(f"detail          {row['detail']}")
-    if row.get("known_finding"):
-        lines.append(f"known finding   {one(row['known_finding'])}")
+    if row.get(C.output_dtype):
+        lines.append(f"output          {one(row[C.output_dtype])}, digest {one(row.get(C.output_digest, ''))}")
+    if row.get(C.detail):
+        lines.append(f"detail          {row[C.detail]}")
+    if row.get(C.known_finding):
+        lines.append(f"known finding   {one(row[C.known_finding])}")
     if r.output is not None and np.shape(r.output) == r.exact.shape:
         lines += ["", worst.as_text(worst.side_by_side({(case.id, impl.name): r.output}, case.id, impl.name))]
-    lines += ["", f"max_ulp {precise(row.get('max_ulp'))}"]
+    lines += ["", f"max_ulp {precise(row.get(C.max_ulp))}"]
     return printable("\n".join(lines))  # the detail may span lines; nothing in it acts on the terminal
 
 
@@ -323,8 +324,8 @@ def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> 
     seen = ""
     if replayed is not None:
         row = replayed.row
-        measured = max_ulp_with_budget(row.get("max_ulp"), row.get("tolerance_ulp"))
-        seen = f"\nnormdiff measured: {row['outcome']}, {measured}"
+        measured = max_ulp_with_budget(row.get(C.max_ulp), row.get(C.tolerance_ulp))
+        seen = f"\nnormdiff measured: {row[C.outcome]}, {measured}"
     arrays = "\n".join(f"    {name!r}: {_array_literal(a)}," for name, a in inputs.arrays.items())
     rule = ulp_rule(case.op)
     spacing, floored = prepared.ulp, prepared.floor is not None
@@ -371,7 +372,7 @@ def _array(dtype: str, shape: tuple, data: str) -> np.ndarray:
 CASE_ID = {case.id!r}
 OP, CONVENTION, DTYPE = {case.op!r}, {case.convention!r}, {case.dtype!r}
 NUM_HEADS = {case.num_heads}
-BUDGET_ULP = {_py_float(replayed.row.get("tolerance_ulp") if replayed else None)}
+BUDGET_ULP = {_py_float(replayed.row.get(C.tolerance_ulp) if replayed else None)}
 INPUTS = {{
 {arrays}
 }}

@@ -1,7 +1,8 @@
 """The results table's columns, defined once: name, dtype and meaning, in the order results.csv has
-them. The engine builds rows in this order (engine/tables.py), the report views and renderers read
-columns by these names, and `Row` is one row as a typed record for code that handles one row at a
-time (a message, a JUnit test case, a check's JSON row).
+them. The engine builds rows in this order (engine/tables.py); the engine, the views and the
+renderers read a column by its attribute of `C` (`C.outcome` is "outcome"), never a string of their
+own; `Row` is one row as a typed record for code that handles one row at a time (a message, a JUnit
+test case, a check's JSON row).
 
 Importing this module loads no pandas: a run's workers start before pandas is imported.
 """
@@ -94,6 +95,12 @@ def case_columns(case) -> dict:
 
 # One row as a record: `row.outcome`, `row.max_ulp`; `pass` is a keyword, so its field is `pass_`.
 Row = namedtuple("Row", [n if n != "pass" else "pass_" for n in NAMES])
+
+# The column names by attribute, for code that reads a results table or one of its rows:
+# `rows[C.outcome]`, `row.get(C.max_ulp)`, `C.pass_ == "pass"`. Each cell of this Row is its column's
+# name, so a misspelt or removed column is an AttributeError where it is read, never a KeyError
+# some run later, nor a `.get` that quietly gives None.
+C = Row(*NAMES)
 
 
 def row(values) -> Row:

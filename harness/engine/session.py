@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from normdiff.cases.model import Case
 from normdiff.harness.engine import judge, runner, verdict
+from normdiff.harness.engine.columns import C
 from normdiff.harness.engine.pool import Worker
 from normdiff.harness.engine.runner import Outcome, Prepared
 from normdiff.implementations.entry import Implementation
@@ -188,4 +189,4 @@ def known_findings(outcomes: list[Outcome]) -> dict[tuple[str, str], str]:
     from normdiff.harness.engine import tables  # pandas: only once some outcome may be excused
 
     frame, _ = verdict.annotate(tables.results_frame(outcomes))
-    return dict(zip(zip(frame["case_id"], frame["implementation"]), frame["known_finding"]))
+    return dict(zip(zip(frame[C.case_id], frame[C.implementation]), frame[C.known_finding]))

@@ -21,7 +21,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import pairs, verdict
-from normdiff.harness.engine.columns import NAMES, case_columns
+from normdiff.harness.engine.columns import NAMES, C, case_columns
 
 
 def repro_command(case_id: str, implementation, replays: dict | None = None) -> str:
@@ -44,17 +44,17 @@ def results_frame(outcomes) -> pd.DataFrame:
         c = o.case
         if c.id not in per_case:  # each case has a row per implementation: describe it once
             per_case[c.id] = case_columns(c)
-        row = {**per_case[c.id], "implementation": o.impl.name, "kind": o.impl.kind, "framework": o.impl.framework}
+        row = {**per_case[c.id], C.implementation: o.impl.name, C.kind: o.impl.kind, C.framework: o.impl.framework}
         row.update(o.measurement.as_row())
-        row["seconds"] = o.seconds
+        row[C.seconds] = o.seconds
         outcome = o.measurement.outcome
-        row["repro"] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl)
+        row[C.repro] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl)
         rows.append(row)
     # the columns in their one definition's order (engine/columns.py); known_finding comes with the verdict
-    frame = pd.DataFrame(rows, columns=[n for n in NAMES if n != "known_finding"] if rows else None)
+    frame = pd.DataFrame(rows, columns=[n for n in NAMES if n != C.known_finding] if rows else None)
     if not frame.empty:
-        frame["outcome"] = pd.Categorical(frame["outcome"], categories=OUTCOMES, ordered=True)
-        frame = frame.sort_values(["case_id", "implementation"], kind="stable").reset_index(drop=True)
+        frame[C.outcome] = pd.Categorical(frame[C.outcome], categories=OUTCOMES, ordered=True)
+        frame = frame.sort_values([C.case_id, C.implementation], kind="stable").reset_index(drop=True)
     return frame
 
 
@@ -62,8 +62,8 @@ def pairs_frame(outcomes=None, rows: list[dict] | None = None) -> pd.DataFrame:
     """Pairwise distances between implementations' outputs on each case they both answered
     (engine/pairs.py), from the outcomes or from pair rows measured already (a run's RunData.pairs),
     in the order of case, then the two implementations' names."""
-    frame = pd.DataFrame(pairs.rows(outcomes) if rows is None else rows, columns=pairs.COLUMNS)
-    return frame.sort_values(["case_id", "a", "b"], kind="stable").reset_index(drop=True)
+    table = pd.DataFrame(pairs.rows(outcomes) if rows is None else rows, columns=pairs.COLUMNS)
+    return table.sort_values(["case_id", "a", "b"], kind="stable").reset_index(drop=True)
 
 
 # ---- what fails a run (engine/verdict.py decides), and each implementation's worst rows ----------
@@ -73,28 +73,28 @@ def ranked(results: pd.DataFrame) -> pd.DataFrame:
     """Rows that ran, worst first within each implementation: unexplained failures (outside
     identical/agree, no known finding), then known findings, then the rest; within each, the
     largest max_ulp first (rows without one, e.g. errors, after those with one)."""
-    ran = results[~results["outcome"].isin(NOT_RUN)]
-    failing = ~ran["outcome"].isin(PASSING)
+    ran = results[~results[C.outcome].isin(NOT_RUN)]
+    failing = ~ran[C.outcome].isin(PASSING)
     known = verdict.explained(ran)
     rank = np.where(failing & ~known, 0, np.where(failing, 1, 2))
-    return (ran.assign(_rank=rank, _ulp=ran["max_ulp"].fillna(-np.inf))
-            .sort_values(["implementation", "_rank", "_ulp", "case_id"], ascending=[True, True, False, True],
+    return (ran.assign(_rank=rank, _ulp=ran[C.max_ulp].fillna(-np.inf))
+            .sort_values([C.implementation, "_rank", "_ulp", C.case_id], ascending=[True, True, False, True],
                          kind="stable")
             .drop(columns=["_rank", "_ulp"]))
 
 
 def has_output(rows: pd.DataFrame) -> pd.Series:
-    if "output_digest" in rows:
-        return rows["output_digest"].fillna("").astype(str) != ""
-    return rows["max_ulp"].notna()
+    if C.output_digest in rows:
+        return rows[C.output_digest].fillna("").astype(str) != ""
+    return rows[C.max_ulp].notna()
 
 
 def worst_keys(results: pd.DataFrame) -> set[tuple[str, str]]:
     """(case_id, implementation) of each non-mutant implementation's worst row that returned an
     output: the outputs a report needs for its side-by-sides."""
     rows = ranked(results[~verdict.expected(results)])
-    rows = rows[has_output(rows)].groupby("implementation").head(1)
-    return set(zip(rows["case_id"], rows["implementation"]))
+    rows = rows[has_output(rows)].groupby(C.implementation).head(1)
+    return set(zip(rows[C.case_id], rows[C.implementation]))
 
 
 def keep_outputs(outcomes, results: pd.DataFrame, mode) -> dict:

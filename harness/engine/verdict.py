@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from normdiff.harness.data.findings import KNOWN, Finding
 from normdiff.harness.data.outcomes import DISAGREEING, NOT_RUN, PASSING
+from normdiff.harness.engine.columns import C
 from normdiff.implementations.entry import EXPECTED_TO_FAIL_KINDS
 
 PASSES, NOT_RUN_, EXCUSED, FAILS, CAUGHT, MISSED = "passes", "not run", "excused", "fails", "caught", "missed"
@@ -70,20 +71,20 @@ def row_verdict(outcome: str, expected_to_fail: bool, known="") -> str:
 
 def row_verdicts(rows) -> list[str]:
     """Each row's verdict, for a table's rows (a DataFrame with outcome and kind, known_finding if any)."""
-    known = rows["known_finding"] if "known_finding" in rows else [""] * len(rows)
-    return [row_verdict(o, expects_failure(str(k)), f) for o, k, f in zip(rows["outcome"], rows["kind"], known)]
+    known = rows[C.known_finding] if C.known_finding in rows else [""] * len(rows)
+    return [row_verdict(o, expects_failure(str(k)), f) for o, k, f in zip(rows[C.outcome], rows[C.kind], known)]
 
 
 def expected(rows):
     """Which rows are an expected-to-fail implementation's (a boolean Series)."""
-    return rows["kind"].astype(str).isin(EXPECTED_TO_FAIL_KINDS)
+    return rows[C.kind].astype(str).isin(EXPECTED_TO_FAIL_KINDS)
 
 
 def explained(rows):
     """Which rows a known finding explains (a boolean Series; False everywhere without the column)."""
-    if "known_finding" not in rows:
+    if C.known_finding not in rows:
         return _constant(rows, False)
-    return rows["known_finding"].fillna("").astype(str) != ""
+    return rows[C.known_finding].fillna("").astype(str) != ""
 
 
 def _constant(rows, value: bool):
@@ -98,7 +99,7 @@ def failing_rows(results):
 
 
 def failing_implementations(results) -> list[str]:
-    return sorted(failing_rows(results)["implementation"].unique())
+    return sorted(failing_rows(results)[C.implementation].unique())
 
 
 # ---- an implementation's rows ----------------------------------------------------------------------
@@ -123,7 +124,7 @@ def overall(verdicts, outcomes) -> str:
 
 def implementation(rows) -> str:
     """One implementation's verdict over its rows (a DataFrame)."""
-    return overall(row_verdicts(rows), rows["outcome"])
+    return overall(row_verdicts(rows), rows[C.outcome])
 
 
 def check(rows) -> str:
@@ -151,34 +152,32 @@ def _has_columns(finding: Finding, rows):
 
 def _where(finding: Finding, rows):
     """The rows with the finding's columns and its outcome (a boolean Series)."""
-    return _has_columns(finding, rows) & (rows["outcome"].astype(str) == finding.outcome)
+    return _has_columns(finding, rows) & (rows[C.outcome].astype(str) == finding.outcome)
 
 
 def _shows(finding: Finding, rows, evidence: dict):
     """Which rows show the finding (a boolean array): its columns and outcome (`_where`), and its
     numbers: the message of a failure without output, else the output's bits against
     `evidence[finding]`. Only the rows with its columns and outcome are looked at one by one."""
-    import numpy as np
-
     shows = _where(finding, rows).to_numpy(dtype=bool, copy=True)
     at = shows.nonzero()[0]
     if not len(at):
         return shows
     if finding.detail is not None:
-        details = rows["detail"].to_numpy()[at]
+        details = rows[C.detail].to_numpy()[at]
         shows[at] = [isinstance(d, str) and finding.detail.search(d) is not None for d in details]
         return shows
     seen = evidence.get(finding, {})
-    digests, ids = rows["output_digest"].to_numpy()[at], rows["case_id"].to_numpy()[at]
+    digests, ids = rows[C.output_digest].to_numpy()[at], rows[C.case_id].to_numpy()[at]
     shows[at] = [isinstance(d, str) and d != "" and seen.get(cid) == d for cid, d in zip(ids, digests)]
     return shows
 
 
 def _exemplar_digests(finding: Finding, rows) -> dict:
     """case id -> the output digest of the library the finding was seen in, where it shows it."""
-    rows = rows[rows["implementation"] == finding.seen_in]
+    rows = rows[rows[C.implementation] == finding.seen_in]
     rows = rows[_where(finding, rows)]
-    return {cid: str(d) for cid, d in zip(rows["case_id"], rows["output_digest"].fillna("")) if str(d)}
+    return {cid: str(d) for cid, d in zip(rows[C.case_id], rows[C.output_digest].fillna("")) if str(d)}
 
 
 def annotate(results, known: tuple[Finding, ...] = KNOWN, exemplars=None):
@@ -189,15 +188,15 @@ def annotate(results, known: tuple[Finding, ...] = KNOWN, exemplars=None):
     used as evidence only."""
     import pandas as pd
 
-    results = results.assign(known_finding="")
+    results = results.assign(**{C.known_finding: ""})
     evidence_rows = results if exemplars is None or not len(exemplars) else pd.concat([results, exemplars])
     evidence = {f: _exemplar_digests(f, evidence_rows) for f in known if f.detail is None}
     stale = []
     for finding in known:
         shows = _shows(finding, results, evidence)
         if shows.any():
-            results.loc[shows, "known_finding"] = finding.explanation
-        own = results[results["implementation"] == finding.seen_in]
+            results.loc[shows, C.known_finding] = finding.explanation
+        own = results[results[C.implementation] == finding.seen_in]
         if len(own) and _has_columns(finding, own).any() and not _shows(finding, own, evidence).any():
             stale.append(f"{finding.seen_in}: expected {finding.outcome} where {dict(finding.where)}, and it no "
                          f"longer shows: {finding.explanation}")
@@ -211,11 +210,11 @@ def wanted_exemplars(results, known: tuple[Finding, ...] = KNOWN) -> dict[str, s
     for finding in known:
         if finding.detail is not None:
             continue
-        candidates = results[_where(finding, results) & (results["implementation"] != finding.seen_in)]
+        candidates = results[_where(finding, results) & (results[C.implementation] != finding.seen_in)]
         if not len(candidates):
             continue
-        have = set(results.loc[results["implementation"] == finding.seen_in, "case_id"])
-        missing = set(candidates["case_id"]) - have
+        have = set(results.loc[results[C.implementation] == finding.seen_in, C.case_id])
+        missing = set(candidates[C.case_id]) - have
         if missing:
             wanted.setdefault(finding.seen_in, set()).update(missing)
     return wanted

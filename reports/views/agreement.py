@@ -8,6 +8,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.reports import markup, plots
 from normdiff.reports.view import View
 from normdiff.text import share
@@ -57,18 +58,18 @@ def groups(pairs: pd.DataFrame, names: list[str], value: str = "agree", share: f
 def report_groups(report, value: str = "agree", dtype: str | None = None, share: float = 1.0) -> list[list[str]]:
     """The groups among a report's implementations that ran (mutants are each their own group by
     design; the kill summary speaks for them), over the cases of `dtype` when given."""
-    results = report.results[["implementation", "outcome", "kind", "dtype"]]  # not the table's forty columns
-    ran = results[~results["outcome"].isin(NOT_RUN) & ~verdict.expected(results)]
+    results = report.results[[C.implementation, C.outcome, C.kind, C.dtype]]  # not the table's forty columns
+    ran = results[~results[C.outcome].isin(NOT_RUN) & ~verdict.expected(results)]
     pairs = report.pairs
     if dtype is not None:
-        ran, pairs = ran[ran["dtype"] == dtype], pairs[pairs["dtype"] == dtype]
-    return groups(pairs, sorted(ran["implementation"].unique()), value, share)
+        ran, pairs = ran[ran[C.dtype] == dtype], pairs[pairs["dtype"] == dtype]
+    return groups(pairs, sorted(ran[C.implementation].unique()), value, share)
 
 
 def exact_families(report) -> dict[str, list[list[str]]]:
     """Bit-exact families per dtype: implementations whose outputs are bit-identical on at least
     EXACT_SHARE of the elements of their shared cases."""
-    return {d: report_groups(report, "identical_elements", d, EXACT_SHARE) for d in sorted(report.results["dtype"].unique())}
+    return {d: report_groups(report, "identical_elements", d, EXACT_SHARE) for d in sorted(report.results[C.dtype].unique())}
 
 
 def derive(report) -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.reports import plots
 from normdiff.reports.view import View
 
@@ -10,12 +11,12 @@ def derive(report):
     """regime x implementation (mutants left out): the worst max_ulp / tolerance_ulp, at least
     1e-2 (identical rows would vanish on a log scale); None when nothing was judged."""
     results = report.results
-    rows = results[~verdict.expected(results) & results["max_ulp"].notna() & (results["tolerance_ulp"] > 0)]
+    rows = results[~verdict.expected(results) & results[C.max_ulp].notna() & (results[C.tolerance_ulp] > 0)]
     if rows.empty:
         return None
-    share = (rows["max_ulp"] / rows["tolerance_ulp"]).clip(lower=1e-2)
-    table = (rows.assign(share=share).groupby(["regime", "implementation"], observed=True)["share"].max()
-             .unstack("implementation"))
+    share = (rows[C.max_ulp] / rows[C.tolerance_ulp]).clip(lower=1e-2)
+    table = (rows.assign(share=share).groupby([C.regime, C.implementation], observed=True)["share"].max()
+             .unstack(C.implementation))
     return table.reindex(sorted(table.index, key=lambda r: (r != "normal", r)))
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from normdiff.harness.engine.tables import ranked, repro_command
+from normdiff.harness.engine.columns import C
 from normdiff.wording import outside_the_budget
 from normdiff.harness.engine.verdict import failing_rows
 from normdiff.reports import markup, messages
@@ -15,7 +16,7 @@ HTML_ROWS = 100  # rows in the page's table
 def derive(report):
     """The failing rows, the worst (largest max_ulp; errors without one first) first."""
     bad = failing_rows(report.results)
-    return (ranked(bad).assign(_u=lambda f: f["max_ulp"].fillna(float("inf")))
+    return (ranked(bad).assign(_u=lambda f: f[C.max_ulp].fillna(float("inf")))
             .sort_values("_u", ascending=False, kind="stable").drop(columns="_u"))
 
 
@@ -26,9 +27,9 @@ def _markdown(report, bad) -> str:
     frame = shown.assign(error=[messages.figures(r) for _, r in shown.iterrows()],
                          detail=[messages.detail(r) for _, r in shown.iterrows()],
                          replay=[markup.md_code(repro_command(c, i, report.meta.get('replay')), table=True)
-                                 for c, i in zip(shown["case_id"], shown["implementation"])])
+                                 for c, i in zip(shown[C.case_id], shown[C.implementation])])
     return (f"## Failing rows (worst {MARKDOWN_ROWS})\n\n"
-            + markup.markdown_table(frame[["case_id", "implementation", "outcome", "error", "detail", "replay"]]))
+            + markup.markdown_table(frame[[C.case_id, C.implementation, C.outcome, "error", C.detail, "replay"]]))
 
 
 def _html(report, bad) -> str:
@@ -37,7 +38,7 @@ def _html(report, bad) -> str:
                 "reference on every case it ran (known findings aside).</p>")
     rows = bad.head(HTML_ROWS)
     frame = row_frame(rows, report.meta.get("replay"))
-    frame.insert(1, "implementation", rows["implementation"].astype(str).tolist())
+    frame.insert(1, "implementation", rows[C.implementation].astype(str).tolist())
     note = f" (the worst {HTML_ROWS} of {len(bad)}; all are in results.csv)" if len(bad) > HTML_ROWS else ""
     return (f'<h2 id="failing">Failing rows</h2><p>{outside_the_budget(f"{len(bad)} unexplained rows")}{note}.</p>'
             + markup.table(frame, "failing", styles={"outcome": markup.outcome_style},

@@ -8,6 +8,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN, PASSING
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.reports import markup
 from normdiff.reports.view import View, csv_file
 
@@ -17,25 +18,25 @@ COLUMNS = ["implementation", "layout_cases", "layout_failures", "layouts_failing
 
 def derive(report) -> pd.DataFrame | None:
     results = report.results
-    if results.empty or "layout" not in results:
+    if results.empty or C.layout not in results:
         return None
     # only the columns read below: every filter would copy the table's forty
-    results = results[[c for c in ("implementation", "outcome", "kind", "case_id", "layout", "batch_invariant")
+    results = results[[c for c in (C.implementation, C.outcome, C.kind, C.case_id, C.layout, C.batch_invariant)
                        if c in results]]
-    ran = results[~results["outcome"].isin(NOT_RUN) & ~verdict.expected(results)]
-    laid = ran[ran["layout"].astype(str) != "contiguous"]
-    checked = ran[ran["batch_invariant"].fillna("").astype(str) != ""] if "batch_invariant" in ran else ran.iloc[:0]
+    ran = results[~results[C.outcome].isin(NOT_RUN) & ~verdict.expected(results)]
+    laid = ran[ran[C.layout].astype(str) != "contiguous"]
+    checked = ran[ran[C.batch_invariant].fillna("").astype(str) != ""] if C.batch_invariant in ran else ran.iloc[:0]
     if laid.empty and checked.empty:
         return None
     rows = []
-    for name in sorted(set(laid["implementation"]) | set(checked["implementation"])):
-        mine, batch = laid[laid["implementation"] == name], checked[checked["implementation"] == name]
-        failing = mine[~mine["outcome"].isin(PASSING)]
-        calls = batch.drop_duplicates("case_id")
+    for name in sorted(set(laid[C.implementation]) | set(checked[C.implementation])):
+        mine, batch = laid[laid[C.implementation] == name], checked[checked[C.implementation] == name]
+        failing = mine[~mine[C.outcome].isin(PASSING)]
+        calls = batch.drop_duplicates(C.case_id)
         rows.append({"implementation": name, "layout_cases": len(mine), "layout_failures": len(failing),
-                     "layouts_failing": ", ".join(sorted(set(failing["layout"].astype(str)))),
-                     "batch_checked": len(calls), "batch_invariant": int((calls["batch_invariant"] == "yes").sum()),
-                     "batch_varies": ", ".join(sorted(calls.loc[calls["batch_invariant"] == "no", "case_id"]))})
+                     "layouts_failing": ", ".join(sorted(set(failing[C.layout].astype(str)))),
+                     "batch_checked": len(calls), "batch_invariant": int((calls[C.batch_invariant] == "yes").sum()),
+                     "batch_varies": ", ".join(sorted(calls.loc[calls[C.batch_invariant] == "no", C.case_id]))})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

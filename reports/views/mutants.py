@@ -9,6 +9,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import DISAGREEING
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.reports import markup
 from normdiff.reports.view import View
 
@@ -20,7 +21,7 @@ def mutant_rows(results: pd.DataFrame, columns: tuple[str, ...] | None = None) -
     """The mutants' rows that ran, with `killed`; only `columns` (those a caller reads: the table
     has some forty, and every filter copies them all) when given."""
     if columns is not None:
-        results = results[[c for c in ("kind", "outcome") + columns if c in results]]
+        results = results[[c for c in (C.kind, C.outcome) + columns if c in results]]
     said = verdict.row_verdicts(results)
     ran = [v in (verdict.CAUGHT, verdict.MISSED) for v in said]
     rows = results[ran]
@@ -29,36 +30,36 @@ def mutant_rows(results: pd.DataFrame, columns: tuple[str, ...] | None = None) -
 
 def kill_matrix(results: pd.DataFrame) -> pd.DataFrame:
     """Cases x mutants: the outcome of each mutant on each case it ran (empty where it did not)."""
-    rows = mutant_rows(results, ("case_id", "implementation"))
+    rows = mutant_rows(results, (C.case_id, C.implementation))
     if rows.empty:
         return pd.DataFrame()
-    return rows.pivot(index="case_id", columns="implementation", values="outcome").astype("object").fillna("")
+    return rows.pivot(index=C.case_id, columns=C.implementation, values=C.outcome).astype("object").fillna("")
 
 
 def kill_summary(results: pd.DataFrame) -> pd.DataFrame:
     """One row per mutant: how many cases catch it, in which regimes it hides, its error on typical
     inputs against its error where it is exposed, and how plausible it looks on typical inputs."""
-    rows = mutant_rows(results, ("implementation", "pass", "op", "convention", "regime", "case_id", "rel_l2",
-                                 "cosine", "rms_ratio", "nan_count", "assert_close"))
+    rows = mutant_rows(results, (C.implementation, C.pass_, C.op, C.convention, C.regime, C.case_id, C.rel_l2,
+                                 C.cosine, C.rms_ratio, C.nan_count, C.assert_close))
     out = []
-    for name, group in rows.groupby("implementation", sort=True):
-        by_regime = group.groupby("regime")["killed"].any()
-        typical = group[group["regime"] == TYPICAL]
+    for name, group in rows.groupby(C.implementation, sort=True):
+        by_regime = group.groupby(C.regime)["killed"].any()
+        typical = group[group[C.regime] == TYPICAL]
         kills = group[group["killed"]]
-        worst = kills.sort_values("rel_l2", ascending=False).head(1)
+        worst = kills.sort_values(C.rel_l2, ascending=False).head(1)
         out.append({
-            "mutant": name, "pass": group["pass"].iloc[0] if "pass" in group else "forward",
-            "op": group["op"].iloc[0], "convention": group["convention"].iloc[0],
+            "mutant": name, "pass": group[C.pass_].iloc[0] if C.pass_ in group else "forward",
+            "op": group[C.op].iloc[0], "convention": group[C.convention].iloc[0],
             "cases": len(group), "caught_by": int(group["killed"].sum()), "caught": bool(group["killed"].any()),
             "exposing_regimes": ", ".join(sorted(by_regime[by_regime].index)),
             "invisible_regimes": ", ".join(sorted(by_regime[~by_regime].index)),
-            "typical_rel_l2": float(typical["rel_l2"].median()) if len(typical) else float("nan"),
-            "exposed_rel_l2": float(worst["rel_l2"].iloc[0]) if len(worst) else float("nan"),
-            "exposed_case": worst["case_id"].iloc[0] if len(worst) else "",
-            "typical_cosine": float(typical["cosine"].min()) if len(typical) else float("nan"),
-            "typical_rms_ratio": float(typical["rms_ratio"].median()) if len(typical) else float("nan"),
-            "typical_nan": int(typical["nan_count"].sum()) if len(typical) else 0,
-            "typical_assert_close_passes": (f"{int(typical['assert_close'].astype(bool).sum())}/{len(typical)}"
+            "typical_rel_l2": float(typical[C.rel_l2].median()) if len(typical) else float("nan"),
+            "exposed_rel_l2": float(worst[C.rel_l2].iloc[0]) if len(worst) else float("nan"),
+            "exposed_case": worst[C.case_id].iloc[0] if len(worst) else "",
+            "typical_cosine": float(typical[C.cosine].min()) if len(typical) else float("nan"),
+            "typical_rms_ratio": float(typical[C.rms_ratio].median()) if len(typical) else float("nan"),
+            "typical_nan": int(typical[C.nan_count].sum()) if len(typical) else 0,
+            "typical_assert_close_passes": (f"{int(typical[C.assert_close].astype(bool).sum())}/{len(typical)}"
                                             if len(typical) else ""),
         })
     return pd.DataFrame(out)

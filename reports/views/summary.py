@@ -5,6 +5,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES
 from normdiff.harness.engine import verdict as verdicts
+from normdiff.harness.engine.columns import C
 from normdiff.reports import markup
 from normdiff.reports.view import View, csv_file
 
@@ -14,16 +15,16 @@ COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagre
 
 def summary(results: pd.DataFrame) -> pd.DataFrame:
     """One row per implementation: outcome counts and the worst case it produced."""
-    counts = pd.crosstab(results["implementation"], results["outcome"]).reindex(columns=list(OUTCOMES), fill_value=0)
-    meta = results.groupby("implementation")[["kind", "framework"]].first()
-    worst = (results.dropna(subset=["max_ulp"]).sort_values("max_ulp", ascending=False)
-             .groupby("implementation").head(1).set_index("implementation"))
+    counts = pd.crosstab(results[C.implementation], results[C.outcome]).reindex(columns=list(OUTCOMES), fill_value=0)
+    meta = results.groupby(C.implementation)[[C.kind, C.framework]].first()
+    worst = (results.dropna(subset=[C.max_ulp]).sort_values(C.max_ulp, ascending=False)
+             .groupby(C.implementation).head(1).set_index(C.implementation))
     table = meta.join(counts)
-    table["worst_max_ulp"] = worst["max_ulp"]
-    table["worst_case"] = worst["case_id"]
+    table["worst_max_ulp"] = worst[C.max_ulp]
+    table["worst_case"] = worst[C.case_id]
     # one groupby over the columns verdict reads, not a filter of the whole table per implementation
-    narrow = results[[c for c in ("implementation", "outcome", "kind", "known_finding") if c in results]]
-    by_name = {name: verdicts.implementation(rows) for name, rows in narrow.groupby("implementation", sort=False)}
+    narrow = results[[c for c in (C.implementation, C.outcome, C.kind, C.known_finding) if c in results]]
+    by_name = {name: verdicts.implementation(rows) for name, rows in narrow.groupby(C.implementation, sort=False)}
     table["verdict"] = [by_name[name] for name in table.index]
     return table.reset_index()
 
@@ -33,8 +34,8 @@ def _markdown(report, frame) -> str:
 
 
 def _unavailable_reasons(results: pd.DataFrame) -> dict[str, str]:
-    rows = results[results["outcome"] == "unavailable"]
-    return rows.groupby("implementation")["detail"].first().to_dict() if not rows.empty else {}
+    rows = results[results[C.outcome] == "unavailable"]
+    return rows.groupby(C.implementation)[C.detail].first().to_dict() if not rows.empty else {}
 
 
 def _html(report, summary_frame, page) -> str:
@@ -50,7 +51,7 @@ def _html(report, summary_frame, page) -> str:
     frame["note"] = [reasons.get(n, "") for n in frame["implementation"]]
     if not frame["note"].astype(bool).any():
         frame = frame.drop(columns="note")
-    ran = set(report.results.loc[~report.results["outcome"].isin(NOT_RUN), "implementation"])
+    ran = set(report.results.loc[~report.results[C.outcome].isin(NOT_RUN), C.implementation])
     frame["implementation"] = frame["implementation"].map(
         lambda n: f'<a href="#{markup.slug(n)}">{markup.esc(n)}</a>' if n in ran else markup.esc(n))
     table = markup.table(frame, "summary", styles={"verdict": markup.VERDICT_STYLE.get},

@@ -5,6 +5,7 @@ import pandas as pd
 
 from normdiff.harness.data.outcomes import PASSING
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.harness.engine.tables import has_output, ranked, repro_command
 from normdiff.reports import markup, messages, worst
 from normdiff.reports.view import View
@@ -16,12 +17,12 @@ FAILING_SHOWN = 10  # ... and per implementation that does not
 def row_frame(rows: pd.DataFrame, replays: dict | None = None) -> pd.DataFrame:
     """The shown columns of result rows: the case with its replay command, the outcome, the error
     figures as every failure message words them, and the detail (with any known finding)."""
-    known = rows["known_finding"].fillna("").astype(str) if "known_finding" in rows else pd.Series("", index=rows.index)
-    outcome = rows["outcome"].astype(str)
+    known = rows[C.known_finding].fillna("").astype(str) if C.known_finding in rows else pd.Series("", index=rows.index)
+    outcome = rows[C.outcome].astype(str)
     records = messages.records(rows)
     detail = [messages.detail(r) for r in records]
     frame = pd.DataFrame({
-        markup.CASE_COLUMN: [markup.case_cell(c, i, replays) for c, i in zip(rows["case_id"], rows["implementation"])],
+        markup.CASE_COLUMN: [markup.case_cell(c, i, replays) for c, i in zip(rows[C.case_id], rows[C.implementation])],
         "outcome": [f"{o} (known finding)" if k else o for o, k in zip(outcome, known)],
         "error": [messages.figures(r) for r in records],
         "detail": [(k + (" " + d if d else "")) if k else d for k, d in zip(known, detail)],
@@ -36,7 +37,7 @@ def _side_by_side(report, rows: pd.DataFrame) -> str:
     if with_output.empty:
         return '<p class="muted">No case returned an output to show side by side.</p>'
     top = with_output.iloc[0]
-    case_id, name = str(top["case_id"]), str(top["implementation"])
+    case_id, name = str(top[C.case_id]), str(top[C.implementation])
     frame = worst.side_by_side(report.outputs, case_id, name)
     if frame is None:
         return (f'<p class="muted">Side-by-side of <code>{markup.esc(case_id)}</code>: this run did not keep its '
@@ -63,14 +64,14 @@ def _html(report, ranked_rows, page) -> str:
     if ranked_rows.empty:
         return "".join(parts) + "<p>No implementation ran a case.</p>"
     verdicts = report.summary.set_index("implementation")["verdict"].to_dict()
-    for name, rows in ranked_rows.groupby("implementation", sort=True):
+    for name, rows in ranked_rows.groupby(C.implementation, sort=True):
         said = verdicts.get(name, "")
-        failing = ~rows["outcome"].isin(PASSING)
+        failing = ~rows[C.outcome].isin(PASSING)
         shown = rows.head(FAILING_SHOWN if failing.any() else WORST_SHOWN)
         kind = {"disagrees": "bad", "agrees": "good", "known finding": "known"}.get(said, "")
         badge = f'<span class="badge" style="{markup.VERDICT_STYLE.get(said, "")}">{markup.esc(said)}</span>'
         parts.append(f'<div class="impl {kind}" id="{markup.slug(name)}"><h3>{markup.esc(name)}{badge}</h3>')
-        more = int(failing.sum()) - int((~shown["outcome"].isin(PASSING)).sum())
+        more = int(failing.sum()) - int((~shown[C.outcome].isin(PASSING)).sum())
         parts.append(markup.table(row_frame(shown, report.meta.get("replay")), f"worst_{markup.slug(name)}",
                                   styles={"outcome": markup.outcome_style}, html_columns=(markup.CASE_COLUMN,),
                                   classes=markup.ROW_CLASSES))
