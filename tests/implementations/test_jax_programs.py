@@ -26,6 +26,21 @@ def f(x, scale):
 ARGS = (np.linspace(-3, 3, 64 * 128, dtype=np.float32).reshape(64, 128), np.float32(1.5))
 
 
+@pytest.fixture(autouse=True)
+def fresh_jax():
+    """Each test in the state of a fresh worker, whatever ran before it in this process: JAX decides
+    once per process whether its persistent cache is used and keeps what it compiled in memory, so
+    a module that ran earlier on the same pytest worker (test_jax_own enables that cache) would hand
+    these tests executables served from it."""
+    from jax._src import compilation_cache
+
+    jax.clear_caches()
+    compilation_cache.reset_cache()
+    yield
+    jax.clear_caches()
+    compilation_cache.reset_cache()
+
+
 def stored(folder) -> list[Path]:
     return sorted((Path(folder) / "programs").glob("*"))
 
