@@ -14,6 +14,7 @@ from normdiff.cases.suites import Suite
 from normdiff.interrupts import Interrupted
 from normdiff.harness.data.budgets import budget_table
 from normdiff.harness.engine import campaign, provenance, runner, verdict
+from normdiff.harness.engine.columns import C
 from normdiff.implementations.entry import Implementation
 
 
@@ -54,9 +55,10 @@ def _tables(suite: Suite, implementations: list[Implementation], data: runner.Ru
     evidence needs (`exemplar_rows`); None (a stopped run) makes none."""
     from normdiff.harness.engine import tables
 
-    results = tables.results_frame(data.outcomes)
+    results, stale = verdict.annotate(tables.results_frame(data.outcomes))
     exemplars = exemplar_rows(suite, results, timeout) if timeout is not None else None
-    results, stale = verdict.annotate(results, exemplars=exemplars)
+    if exemplars is not None:  # what failed may show a finding of a library that did not run here
+        results, stale = verdict.annotate(results.drop(columns=[C.known_finding]), exemplars=exemplars)
     failing = verdict.failing_implementations(results)
     meta = {"suite": suite.name, "suite_path": str(suite.path) if suite.path else None,
             "cases": len(suite), "implementations": len(implementations), "seconds": data.seconds,
@@ -68,15 +70,17 @@ def _tables(suite: Suite, implementations: list[Implementation], data: runner.Ru
 
 
 def exemplar_rows(suite: Suite, results, timeout: float):
-    """Rows of the libraries known findings were seen in, on the cases where another implementation
-    may show one of them and the library did not run (verdict.wanted_exemplars): the evidence that
-    a user's function wrapping F.layer_norm gives F.layer_norm's numbers. None when none is wanted
-    or none can run here. Made quietly, with the run's timeout; they are evidence, never rows of
-    the report."""
+    """Rows of the libraries known findings were seen in, on the cases where a failing row of their
+    framework may show one of them and the library did not run (verdict.wanted_exemplars): the
+    evidence that a user's function wrapping F.layer_norm gives F.layer_norm's numbers. None when
+    none is wanted or none can run here (a run where nothing fails asks for none). Made quietly,
+    with the run's timeout; they are evidence, never rows of the report."""
+    from normdiff.harness.data.findings import KNOWN
     from normdiff.harness.engine import tables
     from normdiff.implementations import registry
 
-    wanted = verdict.wanted_exemplars(results)
+    libraries = {f.seen_in: registry.find(f.seen_in) for f in KNOWN}
+    wanted = verdict.wanted_exemplars(results, {n: i.framework for n, i in libraries.items() if i is not None})
     frames = []
     for name, case_ids in sorted(wanted.items()):
         impl = registry.find(name)

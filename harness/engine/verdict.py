@@ -203,14 +203,20 @@ def annotate(results, known: tuple[Finding, ...] = KNOWN, exemplars=None):
     return results, stale
 
 
-def wanted_exemplars(results, known: tuple[Finding, ...] = KNOWN) -> dict[str, set[str]]:
+def wanted_exemplars(results, frameworks: dict[str, str], known: tuple[Finding, ...] = KNOWN) -> dict[str, set[str]]:
     """The libraries whose outputs are needed as evidence and are not in the table: seen_in name ->
-    the case ids where another implementation's row has a finding's columns and outcome."""
+    the case ids where a row that fails (its verdict, with the evidence the table has: `annotate`
+    first) has a finding's columns and outcome, and runs in the library's framework (`frameworks`:
+    seen_in name -> framework; bits equal to a library's come from running it: a torch function
+    wrapping F.layer_norm, not a NumPy port). A mutant's rows never need evidence: its verdict
+    ignores findings."""
+    failing = results[[v == FAILS for v in row_verdicts(results)]]
     wanted: dict[str, set[str]] = {}
     for finding in known:
-        if finding.detail is not None:
+        if finding.detail is not None or finding.seen_in not in frameworks:
             continue
-        candidates = results[_where(finding, results) & (results[C.implementation] != finding.seen_in)]
+        candidates = failing[_where(finding, failing) & (failing[C.implementation] != finding.seen_in)
+                             & (failing[C.framework] == frameworks[finding.seen_in])]
         if not len(candidates):
             continue
         have = set(results.loc[results[C.implementation] == finding.seen_in, C.case_id])

@@ -96,8 +96,16 @@ def test_a_finding_needs_its_library_to_show_it_on_that_case():
 
 
 def test_evidence_from_a_library_that_was_not_part_of_the_table():
-    rows = table([("c1", "wrapper", "user", "nan_mismatch", "zero_rows", "float16", "aaa", "")])
-    assert verdict.wanted_exemplars(rows, (FINDING,)) == {"lib": {"c1"}}
+    rows = table([("c1", "wrapper", "user", "nan_mismatch", "zero_rows", "float16", "aaa", ""),
+                  ("c2", "numpy-port", "user", "nan_mismatch", "zero_rows", "float16", "bbb", ""),
+                  ("c3", "mutant", "mutant", "nan_mismatch", "zero_rows", "float16", "ccc", "")])
+    rows["framework"] = ["torch", "numpy", "torch"]
+    # a failing row of the library's framework wants it; a port in another framework and a mutant do not
+    assert verdict.wanted_exemplars(rows, {"lib": "torch"}, (FINDING,)) == {"lib": {"c1"}}
+    assert verdict.wanted_exemplars(rows.iloc[:1], {}, (FINDING,)) == {}  # a library not registered here
+    excused = rows.iloc[:1].assign(known_finding="already explained")
+    assert verdict.wanted_exemplars(excused, {"lib": "torch"}, (FINDING,)) == {}  # nothing fails: none wanted
+    rows = rows.iloc[:1].drop(columns="framework")
     assert verdict.annotate(rows, (FINDING,))[0]["known_finding"].tolist() == [""]
     library = table([("c1", "lib", "framework", "nan_mismatch", "zero_rows", "float16", "aaa", "")])
     annotated, stale = verdict.annotate(rows, (FINDING,), exemplars=library)
@@ -112,7 +120,7 @@ def test_a_finding_without_output_matches_by_its_message():
     ])
     annotated, _ = verdict.annotate(rows, (ERRORS,))
     assert annotated["known_finding"].tolist() == ["no bf16 kernel", "", ""]
-    assert verdict.wanted_exemplars(rows, (ERRORS,)) == {}
+    assert verdict.wanted_exemplars(rows.assign(framework="onnxruntime"), {"lib": "onnxruntime"}, (ERRORS,)) == {}
 
 
 def test_where_several_findings_match_the_last_listed_applies():
