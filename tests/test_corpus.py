@@ -1,0 +1,39 @@
+"""The corpus of real implementations (corpus/README.md): every entry is well formed, and each one
+runs through `normdiff check` and gets what a user should get, its expected verdict and, for a
+catalogued bug, that bug named first; or, where the entry's `open` says normdiff gets it wrong today,
+it still does (strict: an entry that normdiff now gets right fails until its `open` is cleared)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("corpus_bench", ROOT / "benchmarks" / "corpus.py")
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
+ENTRIES = corpus.entries()
+
+
+def test_every_entry_is_well_formed_and_each_fix_names_its_bug():
+    ids = {e.id for e in ENTRIES}
+    for e in ENTRIES:
+        assert e.kind in corpus.KINDS and e.meta["source"].startswith("https://")
+        assert e.expected_verdict in ("agrees", "disagrees"), e.id
+        if e.kind == "fixed":
+            assert e.meta.get("fix_of") in ids, f"{e.id}: fix_of names no entry"
+        if e.kind == "bug":
+            assert e.expected_verdict == "disagrees" and (e.expected_bug or e.expect.get("says")), e.id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
+def test_each_entry_gets_what_a_user_should(entry):
+    row = corpus.run(entry)
+    as_expected = row["right"] and (not entry.expected_bug or row["named_first"])
+    got = f"{row['verdict']}, first diagnosis {row['first'] or 'none'} ({row['message'][:200]})"
+    if entry.open:
+        assert not as_expected, f"{entry.id}: normdiff now gets this right ({got}): clear its `open`"
+    else:
+        assert as_expected, f"{entry.id}: expected {entry.expected_verdict} {entry.expected_bug}, got {got}"
