@@ -228,7 +228,7 @@ ATTEMPTS = [
     Attempt("returns-float64", check("{H}:returns_float64"), 0, r"returns float64 for bfloat16 input"),
     Attempt("returns-huge", check("{H}:returns_huge"), 2, r"wrong-shaped output \(\d+, \d+\); expected"),
     Attempt("all-inf", check("{H}:all_inf", "--json"), 1, r"all \d+ outputs are \+Inf"),
-    Attempt("mutates-input", check("{H}:mutates_input"), 2, r"modified its input 'x' in place"),
+    Attempt("mutates-input", check("{H}:mutates_input"), 1, r"modified its input 'x' in place"),
     Attempt("calls-sys-exit", check("{H}:calls_exit"), 2, r"called sys.exit\(0\)"),
     Attempt("os-exit-zero", check("{H}:exits_quietly"), 2, r"exited with status 0 without replying"),
     Attempt("exception-with-markup", check("{H}:raises_with_markup"), 2, r"ValueError: </table>",

@@ -21,6 +21,7 @@ mistakes no discrete knob names (eps times the width, an inflated eps).
 from __future__ import annotations
 
 import itertools
+import re
 import math
 import warnings
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
 from normdiff.harness.analysis import fitting
 from normdiff.harness.data.budgets import budget_for, rounding_rule
+from normdiff.harness.data.outcomes import DISAGREEING
 from normdiff.harness.data.bugs import BUGS, Bug
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
@@ -270,7 +272,20 @@ def _pairs(seeds: list[Match], singles: list[Match], examined: _Examined, base: 
     return out
 
 
+# the worker's words for a call that wrote into its inputs (implementations/call_checks.py)
+INPUT_WRITE_PREFIXES = ("modified its input", "changed its input")
+INPUT_WRITTEN = "writes-into-input"
 LAYOUT_DEPENDENT = "layout-dependent"
+
+
+def output_wrong(outcome: str, detail) -> bool:
+    """Whether a failing row's output itself is wrong (what the knob search can explain): a
+    disagreement; or a call that wrote into its input and whose output, judged, disagrees too
+    (engine/runner.py says which in the detail: "...; its output agree")."""
+    if outcome != "error":
+        return True
+    said = re.search(r"; its output (\w+)", str(detail or ""))
+    return said is not None and said.group(1) in DISAGREEING
 
 
 def layout_match(disagreeing: list[str], agreeing) -> Match | None:
@@ -289,6 +304,25 @@ def layout_match(disagreeing: list[str], agreeing) -> Match | None:
                  "or make the input contiguous first)",
                  "reads memory as if it were contiguous (as a kernel handed a raw pointer does), or mishandles "
                  "a stride-0 weight", frozenset(range(len(twinned))))
+
+
+def input_written_match(details: dict[str, str]) -> Match | None:
+    """The fault no contract knob names: the call wrote into an input it was given (the worker
+    compares every input's bits before and after the call; harness/engine/worker.py). A Match for the
+    cases whose detail says so, naming the inputs written; None when there is none. `details`: case id
+    -> the row's detail."""
+    written = {cid: d for cid, d in details.items() if d.startswith(INPUT_WRITE_PREFIXES)}
+    if not written:
+        return None
+    names = sorted({d.split("'")[1] for d in written.values() if d.count("'") >= 2})
+    what = ", ".join(names) or "an input"
+    return Match(INPUT_WRITTEN, {"inputs": names}, len(written), len(details), 0.0,
+                 f"yours: writes into {what} while computing the output (the caller's tensor is overwritten: "
+                 "a residual stream, a cached activation); the convention: inputs are read only (compute into "
+                 "a new tensor: out-of-place ops, or a copy before an in-place one; an upcast such as .float() "
+                 "is the same tensor when the input is already float32)",
+                 f"the output may be right, but {what} comes back changed: an in-place op on the input or on an "
+                 "upcast that is a no-op for its dtype", frozenset(range(len(written))))
 
 
 def _rank(m: Match):

@@ -174,8 +174,10 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     outcome = rows[C.outcome].astype(str)
     said = verdicts.row_verdicts(rows)
     excused = np.array([v == verdicts.EXCUSED for v in said], dtype=bool)
-    failed = outcome.isin(FAILED_TO_RUN)
-    disagreeing = outcome.isin(DISAGREEING) & np.array([v == verdicts.FAILS for v in said], dtype=bool)
+    judged = np.array(verdicts.has_output(rows), dtype=bool)  # an error that returned an output ran
+    failed = outcome.isin(FAILED_TO_RUN) & ~judged
+    fails = np.array([v == verdicts.FAILS for v in said], dtype=bool)
+    disagreeing = (outcome.isin(DISAGREEING) | judged) & fails
     counts = {"total": len(rows), "agree": int((outcome.isin(PASSING) | (excused & ~failed)).sum()),
               "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
@@ -189,9 +191,13 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     result.not_run = _not_run(rows[failed])
     if result.verdict == "disagrees":
         bad = rows[disagreeing]
-        outputs = {cid: report.outputs[(cid, impl.name)] for cid in bad[C.case_id] if (cid, impl.name) in report.outputs}
+        wrong = bad[[diagnosis.output_wrong(o, d) for o, d in zip(bad[C.outcome].astype(str), bad[C.detail])]]
+        outputs = {cid: report.outputs[(cid, impl.name)] for cid in wrong[C.case_id] if (cid, impl.name) in report.outputs}
         agreeing = rows.loc[outcome.isin(PASSING), C.case_id]
         result.diagnosis = _diagnose(outputs, op, convention, agreeing)
+        written = diagnosis.input_written_match(dict(zip(bad[C.case_id], bad[C.detail].fillna("").astype(str))))
+        if written is not None:  # no contract knob says it; the numbers, where they err too, after it
+            result.diagnosis.matches = [written] + result.diagnosis.matches[:4]
         result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
     if result.verdict != "disagrees":
         result.margin = _margin(rows[~failed & ~excused])  # a known finding's rows are said apart
@@ -321,6 +327,8 @@ def describe(result: CheckResult, target: str) -> str:
     w = result.worst_case
     if w:
         lines.append(f"  worst case: {one(w['headline'])}")
+        if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
+            lines.append(f"    detail: {one(w['detail'])}")
         if "x" in w:
             lines += [f"    row {w['row']}, columns {one(', '.join(w['columns']))}"]
             lines += [f"    {name:<10} {columns(w[key], 10, 4)}" for name, key in

@@ -211,7 +211,7 @@ def judge_task(task: Task, reply: tuple) -> list[Outcome]:
         note = reply[1] + (f" (in a batch of {len(task.cases)} cases)" if len(task.cases) > 1 else "")
         return [Outcome(e.case, task.impl, judge.failure(status, note)) for p in task.cases for e in p.expected.values()]
     if task.cases[0].dy is not None:
-        return _judge_gradients(task, reply[1], reply[2])
+        return _wrote(_judge_gradients(task, reply[1], reply[2]), reply)
     values, seconds = reply[1], reply[2]
     values = values if isinstance(values, dict) else {"y": values}  # by result
     outcomes, start = [], 0
@@ -228,6 +228,22 @@ def judge_task(task: Task, reply: tuple) -> list[Outcome]:
             keep = piece if m.outcome not in ("error",) else None
             outcomes.append(Outcome(c, task.impl, m, keep, share, e.ref.floor))
         start += p.case.rows
+    return _wrote(outcomes, reply)
+
+
+def _wrote(outcomes: list[Outcome], reply: tuple) -> list[Outcome]:
+    """A call that wrote into an input (the worker's reply names the write) is an error for every
+    output it returned, which keeps its judged figures and digest (engine/verdict.py counts an error
+    with an output as a disagreement: the code ran, and what it did is wrong): the detail names the
+    write, then what the output itself came to."""
+    wrote = reply[3] if len(reply) > 3 else ""
+    if not wrote:
+        return outcomes
+    for o in outcomes:
+        m = o.measurement
+        if m.outcome != "error":  # judged: keep its figures; its own outcome is said in the detail
+            m.detail = f"{wrote}; its output {m.outcome}" + (f" ({m.detail})" if m.detail else "")
+            m.outcome = "error"
     return outcomes
 
 

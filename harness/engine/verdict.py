@@ -105,26 +105,36 @@ def failing_implementations(results) -> list[str]:
 # ---- an implementation's rows ----------------------------------------------------------------------
 
 
-def overall(verdicts, outcomes) -> str:
-    """An implementation's verdict from its rows' verdicts and outcomes (same order). THE rule for a
-    set of rows (module docstring)."""
-    pairs = [(v, str(o)) for v, o in zip(verdicts, outcomes) if v != NOT_RUN_]
-    if not pairs:
+def overall(verdicts, outcomes, outputs=None) -> str:
+    """An implementation's verdict from its rows' verdicts, outcomes and whether each returned an
+    output (same order; `outputs` None: none did). THE rule for a set of rows (module docstring): a
+    failure that returned an output (an error that still has one: a call that wrote into its input)
+    ran, and what it did is wrong, so it disagrees as a formula does; one without could not run."""
+    outputs = [False] * len(verdicts) if outputs is None else outputs
+    rows = [(v, str(o), bool(h)) for v, o, h in zip(verdicts, outcomes, outputs) if v != NOT_RUN_]
+    if not rows:
         return "unavailable" if any(str(o) == "unavailable" for o in outcomes) else "nothing to run"
-    ran = [v for v, _ in pairs]
+    ran = [v for v, _, _ in rows]
     if all(v in (CAUGHT, MISSED) for v in ran):
         return "caught" if CAUGHT in ran else "missed"
-    failing = [o for v, o in pairs if v == FAILS]
+    failing = [(o, h) for v, o, h in rows if v == FAILS]
     if not failing:
         return "known finding" if EXCUSED in ran else "agrees"
-    if any(o in DISAGREEING for o in failing):
+    if any(o in DISAGREEING or h for o, h in failing):
         return "disagrees"
     return "error" if len(failing) == len(ran) else "partial"
 
 
+def has_output(rows) -> list[bool]:
+    """Which rows returned an output (their digest is recorded)."""
+    if C.output_digest not in rows:
+        return [False] * len(rows)
+    return [isinstance(d, str) and d != "" for d in rows[C.output_digest]]
+
+
 def implementation(rows) -> str:
     """One implementation's verdict over its rows (a DataFrame)."""
-    return overall(row_verdicts(rows), rows[C.outcome])
+    return overall(row_verdicts(rows), rows[C.outcome], has_output(rows))
 
 
 def check(rows) -> str:

@@ -104,9 +104,11 @@ def handle(message: tuple) -> tuple:
         return ("error", f"it {_exited(exc)}")
     seconds = time.perf_counter() - start
     after = {**inputs.arrays, **given}
+    # a write into an input is a failure, but the call returned: its output is judged as well
+    wrote = changed_inputs(before, after)
     if upstream:
         wanted = list(OPS[op].gradients.values())
-        problem = gradients_problem(value, wanted) or changed_inputs(before, after)
+        problem = gradients_problem(value, wanted)
         if problem:
             return ("error", problem)
         grads = {}
@@ -117,11 +119,10 @@ def handle(message: tuple) -> tuple:
             if out.size > inputs.arrays[name].size:
                 return ("error", f"wrong-shaped gradient of {name} {out.shape}; expected {inputs.arrays[name].shape}")
             grads[name] = out
-        return ("ok", grads, seconds)
+        return ("ok", grads, seconds, wrote) if wrote else ("ok", grads, seconds)
     # an op this process was not told about (a test's throwaway record) has one result, y
     results = OPS[op].results if op in OPS else ("y",)
-    problem = (results_problem(value, results) if len(results) > 1 else output_problem(value)) \
-        or changed_inputs(before, after)
+    problem = results_problem(value, results) if len(results) > 1 else output_problem(value)
     if problem:
         return ("error", problem)
     values = OPS[op].by_result(value) if len(results) > 1 else {"y": value}
@@ -135,7 +136,8 @@ def handle(message: tuple) -> tuple:
             what = "output" if len(results) == 1 else f"{name}"
             return ("error", f"wrong-shaped {what} {out.shape}; expected {x.shape} (the shape of x)")
         outs[name] = out
-    return ("ok", outs if len(results) > 1 else outs["y"], seconds)
+    value = outs if len(results) > 1 else outs["y"]
+    return ("ok", value, seconds, wrote) if wrote else ("ok", value, seconds)
 
 
 def _laid_out(op: str, inputs, upstream: list):

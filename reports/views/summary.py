@@ -23,7 +23,7 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     table["worst_max_ulp"] = worst[C.max_ulp]
     table["worst_case"] = worst[C.case_id]
     # one groupby over the columns verdict reads, not a filter of the whole table per implementation
-    narrow = results[[c for c in (C.implementation, C.outcome, C.kind, C.known_finding) if c in results]]
+    narrow = results[[c for c in (C.implementation, C.outcome, C.kind, C.known_finding, C.output_digest) if c in results]]
     by_name = {name: verdicts.implementation(rows) for name, rows in narrow.groupby(C.implementation, sort=False)}
     table["verdict"] = [by_name[name] for name in table.index]
     return table.reset_index()

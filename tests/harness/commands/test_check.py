@@ -241,3 +241,16 @@ def test_a_function_wrapping_f_layer_norm_shows_its_known_findings():
     code, result = check(f"{FIX}/torch_layer_norms.py:in_input_dtype", "--op", "layer_norm", "--convention", "torch")
     assert code == 1 and result["verdict"] == "disagrees"
     assert result["cases"]["known_finding"] == 0 and result["known_findings"] == []
+
+
+def test_a_write_into_the_input_is_a_failure_named_and_its_output_still_judged():
+    """A call that writes into its input returned, and its output is judged; the write makes each
+    case an error that carries the output's figures, the check disagrees (exit 1, not 'partial'), and
+    the diagnosis names the write first."""
+    code, result = check("tests/fixtures/hostile.py:mutates_input", "--op", "rms_norm", "--convention", "qwen3",
+                         "--dtype", "float32")
+    assert code == 1 and result["verdict"] == "disagrees" and result["not_run"] == []
+    assert result["diagnosis"][0]["bug"] == "writes-into-input" and result["diagnosis"][0]["changes"] == {"inputs": ["x"]}
+    row = result["rows"][0]
+    assert row["outcome"] == "error" and "modified its input 'x' in place" in row["detail"]
+    assert "its output" in row["detail"] and row["max_ulp"] is not None  # the output was judged
