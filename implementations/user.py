@@ -139,6 +139,11 @@ class FunctionAdapter:
         self.detected_from = detected_from  # the target, when its framework was detected (not forced)
         self.hint: str | None = None
 
+    @property
+    def takes(self) -> set[str]:
+        """The names normdiff gives it (x, weight, eps, ...): what its call binds."""
+        return self.template.names()
+
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs):
         try:
             return self._call(self.framework, contract, inputs)
@@ -191,6 +196,12 @@ class ClassAdapter:
         self.call = calls.parse(call, calls.names_for(record)) if call else None
         self.weight_attr = weight_attr
         self.modules: dict[tuple, tuple] = {}
+
+    @property
+    def takes(self) -> set[str]:
+        """The names normdiff gives it: its constructor's (dim, eps, ...) and its forward's."""
+        called = self.call.names() if self.call is not None else set(self.record.module_call or ())
+        return self.init.names() | called | {o for o in MODULE_OPERANDS if o in self.record.inputs}
 
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs):
         return self.call_with(contract, inputs, {})
@@ -323,6 +334,12 @@ class GraphAdapter:
             self.init = (calls.parse(init, set(INIT_NAMES)) if init
                          else calls.default_init(factory, shown, wanted=INIT_NAMES))
         self.graphs: dict[tuple, object] = {}
+
+    @property
+    def takes(self) -> set[str] | None:
+        """What its factory takes (dim, eps, dtype, ...) and the graph's inputs; None for a graph
+        file, whose constants normdiff cannot read (it may hold an eps)."""
+        return None if self.init is None else self.init.names() | set(self.record.inputs)
 
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs):
         values = _values(self.framework, contract, inputs, arrays=False)
@@ -457,6 +474,10 @@ class ExplicitBackward:
         self.template = (calls.parse(call, calls.names_for(record, backward=True)) if call
                          else calls.default_call(functools.partial(fn, None), record, shown, rest, signature))
 
+    @property
+    def takes(self) -> set[str]:
+        return self.template.names()
+
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy) -> dict:
         upstream = dict(dy) if isinstance(dy, dict) else {"y": dy}
         missing = [r for r in self.record.results if r not in upstream]
@@ -493,6 +514,10 @@ class DifferentiatedForward:
 
     def __init__(self, forward, framework: Framework, record: Op):
         self.forward, self.framework, self.record = forward, framework, record
+
+    @property
+    def takes(self) -> set[str] | None:
+        return getattr(self.forward, "takes", None)
 
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs, dy) -> dict:
         floats = {n: a for n, a in inputs.arrays.items() if n in self.record.gradients.values()}

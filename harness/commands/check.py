@@ -25,6 +25,7 @@ from normdiff.cases.model import Case
 from normdiff.harness import api
 from normdiff.harness.analysis import backward_diagnosis, diagnosis
 from normdiff.harness.commands.usercode import TargetError
+from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
@@ -35,7 +36,7 @@ from normdiff.harness.engine.tables import repro_command
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
-from normdiff.text import columns
+from normdiff.text import columns, general
 from normdiff.wording import against_a_budget
 
 EXIT_CODES = {"agrees": 0, "disagrees": 1, "error": 2, "partial": 3}
@@ -58,6 +59,7 @@ class CheckResult:
     message: str = ""
     # the suite's cases in a memory layout its framework cannot give it (no strides), left out
     layouts_skipped: str = ""
+    eps_note: str = ""  # code that takes no eps: at which eps it was judged
     # the known findings its rows show (engine/verdict.py): {explanation, cases, example}
     known_findings: list = field(default_factory=list)
     report: object = None  # the full Report, for the curious
@@ -73,7 +75,7 @@ class CheckResult:
                 "fits": [f.as_dict() for f in self.diagnosis.fits], "worst_case": self.worst_case,
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
                 "message": self.message, "layouts_skipped": self.layouts_skipped,
-                "known_findings": self.known_findings, "rows": self.rows}
+                "known_findings": self.known_findings, "eps_note": self.eps_note, "rows": self.rows}
 
 
 def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
@@ -125,6 +127,28 @@ def _diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis
     return found
 
 
+def _at_the_eps_it_takes(report, impl: Implementation, op: str, convention: str, eps: float | None):
+    """The report, and what to say of it: code that takes no eps (its call and constructor bind no
+    eps-like parameter, as its worker found when it loaded it) is judged at the convention's eps (or
+    the user's --eps) only: it cannot be given the suite's other eps values, and a literal that is
+    right for its model is not a bug. Code that takes eps and ignores it is still judged at all of
+    them (and disagrees: eps-hardcoded)."""
+    takes = (report.meta.get("takes") or {}).get(impl.name)
+    if takes is None or "eps" in takes:
+        return report, ""
+    at = eps if eps is not None else get_contract(op, convention).eps
+    keep = report.results[C.eps].astype(float) == float(at)
+    if keep.all():
+        return report, f"takes no eps: judged at {general(at)}, the eps it was given"
+    ids = set(report.results.loc[keep, C.case_id])
+    report = dataclasses.replace(report, results=report.results[keep].reset_index(drop=True),
+                                 pairs=report.pairs[report.pairs["case_id"].isin(ids)].reset_index(drop=True),
+                                 outputs={k: v for k, v in report.outputs.items() if k[0] in ids},
+                                 cases=tuple(c for c in report.cases if c.id in ids))
+    return report, (f"takes no eps: judged at {general(at)} only ({int((~keep).sum())} cases at other eps values "
+                    "left out; give --eps for its model's value)")
+
+
 def _laid_out_for(impl: Implementation, cases: suites.Suite) -> tuple[suites.Suite, str]:
     """The cases without those in a memory layout the implementation's framework cannot give it
     (cases/layouts.py), and what was left out and why ("" when nothing was)."""
@@ -170,6 +194,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
     cases, skipped = _laid_out_for(impl, cases)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
+    report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
     rows = report.results
     outcome = rows[C.outcome].astype(str)
     said = verdicts.row_verdicts(rows)
@@ -182,6 +207,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
               "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
     result = CheckResult(verdicts.check(rows), op, convention, impl.name, impl.framework, counts, report=report)
+    result.eps_note = eps_note
     result.output_dtype = _output_dtype(rows)
     result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
@@ -314,6 +340,8 @@ def describe(result: CheckResult, target: str) -> str:
     for finding in result.known_findings:
         lines.append(f"  known finding, {finding['cases']} case(s), e.g. {one(finding['example'])}: "
                      f"{finding['explanation']}")
+    if result.eps_note:
+        lines.append(f"  eps: {result.eps_note}")
     if result.output_dtype:
         lines.append(f"  output dtype: {one(result.output_dtype)}")
     if result.layouts_skipped:

@@ -100,6 +100,9 @@ class RunData:
     # the pairs table's rows, measured while the run was collected (None: to be measured from the
     # outcomes, as after a stop or a sharded run)
     pairs: list[dict] | None = None
+    # implementation -> the names its call binds (x, weight, eps, ...), as its worker's load said:
+    # user code that takes no eps is judged at one eps only (harness/commands/check.py)
+    takes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | None = None) -> Prepared:
@@ -316,7 +319,7 @@ def _judge_gradients(task: Task, grads: dict, seconds: float) -> list[Outcome]:
 
 
 def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue,
-           keep_calling: bool = False) -> None:
+           keep_calling: bool = False, takes: dict | None = None) -> None:
     """One worker's whole job: import its implementations (while the parent is still drawing
     cases), then make its tasks' calls in order, putting each Called on `sink`, and None when done.
     The collector judges them, so the worker computes the next call meanwhile (judging a reply took
@@ -329,6 +332,8 @@ def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: 
             reply = worker.call(("load", impl))
             if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
                 failed[impl.name] = reply
+            elif takes is not None and reply[1] is not None:
+                takes[impl.name] = list(reply[1])
         for task in tasks_when_ready():
             called = call_task(worker, task, failed, hung, keep_calling)
             if worker.closed:
@@ -429,7 +434,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
     sink: queue.Queue = queue.Queue()
     tmp_dir = run_tmp_dir()  # the workers' TMPDIR, removed at the end
     workers = {fw: Worker(fw, timeout=timeout, tmp_dir=tmp_dir) for fw in runnable}
-    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling),
+    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling, data.takes),
                                 daemon=True)
                for fw, w in workers.items()]
     interval = sys.getswitchinterval()

@@ -89,8 +89,9 @@ def handle(message: tuple) -> tuple:
         return ("error", f"loading {impl.name} failed: {_describe(exc)}")
     except BaseException as exc:  # sys.exit at import: the worker lives on to say so
         return ("error", f"loading {impl.name} failed: it {_exited(exc)}")
-    if kind == "load":
-        return ("ok", None, time.perf_counter() - start)
+    if kind == "load":  # what it takes (the names its call binds: eps or not), where its adapter says
+        takes = getattr(adapter, "takes", None)
+        return ("ok", sorted(takes) if takes is not None else None, time.perf_counter() - start)
     _, _, op, contract, inputs, *upstream = message
     inputs, upstream = _laid_out(op, inputs, upstream)
     args = (op, contract, inputs, *upstream)

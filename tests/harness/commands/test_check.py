@@ -254,3 +254,17 @@ def test_a_write_into_the_input_is_a_failure_named_and_its_output_still_judged()
     row = result["rows"][0]
     assert row["outcome"] == "error" and "modified its input 'x' in place" in row["detail"]
     assert "its output" in row["detail"] and row["max_ulp"] is not None  # the output was judged
+
+
+@pytest.mark.parametrize("target", ["layer_norm", "LayerNorm"])
+def test_code_that_takes_no_eps_is_judged_at_the_conventions_eps_only(target):
+    """A reference LayerNorm that writes its model's eps as a literal (a function without an eps
+    parameter, a class without an eps argument) is right for its model: judged at the convention's
+    eps only, and the check says so; code that takes eps and ignores it still disagrees."""
+    code, result = check(f"{FIX}/literal_eps.py:{target}", "--op", "layer_norm", "--convention", "torch")
+    assert code == 0 and result["verdict"] == "agrees", result["eps_note"]
+    assert result["eps_note"].startswith("takes no eps: judged at 1e-05 only")
+    assert {r["eps"] for r in result["rows"]} == {1e-05}
+    code, result = check(f"{FIX}/literal_eps.py:ignores_eps", "--op", "layer_norm", "--convention", "torch")
+    assert code == 1 and result["verdict"] == "disagrees" and result["eps_note"] == ""
+    assert {r["eps"] for r in result["rows"] if r["outcome"] == "disagree"} != {1e-05}

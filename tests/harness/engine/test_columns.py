@@ -79,6 +79,9 @@ KEPT = {
     ("harness/commands/check.py", "c"): ("known_finding", "check's counts: rows a known finding explains"),
     ("harness/commands/check.py", "group"): ("dtype", "check's not_run: cases that could not run, by dtype"),
     ("harness/commands/check.py", "m"): ("case_id", "check's margin: its worst case against the budget"),
+    ("harness/commands/check.py", "report.pairs"): ("case_id", "the pairs table, cut to the cases judged"),
+    ("harness/commands/check.py", "w"): ("detail", "check's worst_case JSON object"),
+    ("harness/commands/check.py", "takes"): ("eps", "the names a user's call binds (an op parameter, not a column)"),
     # fuzz's minimal case, a JSON object (FuzzResult.as_dict; its budget is `budget_ulp`)
     ("harness/commands/fuzz.py", "m"): ("case_id dtype implementation layout outcome max_ulp detail repro",
                                         "the minimal case's JSON"),
