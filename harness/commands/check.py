@@ -106,8 +106,8 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
 
 def _diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis.Diagnosis:
     """Cases that are wrong only in a non-contiguous layout (their contiguous twin among `agreeing`)
-    first: no contract explains them. Then forward cases against the knob search, backward ones
-    (ids naming dy=) against the catalogued backward bugs; the matches together, the best share first."""
+    first: no contract explains them. Then forward cases against the knob search; backward ones (ids
+    naming dy=) against the catalogued backward-only bugs, when no forward case fails."""
     layout = diagnosis.layout_match(list(outputs), agreeing)
     if layout is not None:
         others = {cid: out for cid, out in outputs.items() if Case.from_id(cid).layout == CONTIGUOUS}
@@ -119,7 +119,9 @@ def _diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis
     backward = {cid: out for cid, out in outputs.items() if Case.from_id(cid).pass_ == "backward"}
     forward = {cid: out for cid, out in outputs.items() if cid not in backward}
     found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
-    if backward:
+    # a backward-only bug is considered only where the forward agrees: a wrong forward explains its
+    # own gradients too (the derivative of a wrong function), and is the bug to name first
+    if backward and not forward:
         with np.errstate(all="ignore"):
             matches = backward_diagnosis.diagnose(backward, op, convention)
         found.matches = sorted(matches + found.matches, key=lambda m: -m.share)[:5]
