@@ -118,6 +118,13 @@ def fix_for(changes: dict, base: Contract, convention: str) -> str:
     return "; ".join(f"yours: {KNOBS[k].text(v)}; {convention}: {_base_text(k, base)}" for k, v in changes.items())
 
 
+def in_words(changes: dict, base: Contract, convention: str) -> str:
+    """A change no catalogued bug is, said as a person would: what the code does, where the
+    convention does otherwise ('the normalised value rounded to the input dtype before the weight
+    multiply (Llama cast), where gemma3 rounds once ...'), never a raw knob."""
+    return "; ".join(f"{KNOBS[k].text(v)}, where {convention} has {_base_text(k, base)}" for k, v in changes.items())
+
+
 def _base_text(knob: str, base: Contract) -> str:
     if knob == "eps":
         return "the model's eps, whatever it is (the case gives it)"
@@ -135,7 +142,7 @@ def candidates(op: str, convention: str) -> list[Candidate]:
         bug = catalogued(changes, base)
         if bug is not None:
             name, symptom = bug.id, bug.symptom
-        found[key] = Candidate(name or ", ".join(f"{k}={v!r}" for k, v in changes.items()), dict(changes), symptom)
+        found[key] = Candidate(name or in_words(changes, base, convention), dict(changes), symptom)
 
     for bug in BUGS.values():
         if (bug.op, bug.convention) == (op, convention):
