@@ -46,8 +46,11 @@ ALIASES = {
     # a fused add's second upstream gradient (of residual_out), which its explicit backward takes after dy
     "dresidual_out": ("dresidual_out", "d_residual_out", "dres", "dh"),
     "dim": ("dim", "dims", "hidden_size", "normalized_shape", "d_model", "num_features", "features", "size",
-            "n_embd", "embed_dim", "hidden_dim", "channels", "normalized_dim"),
+            "n_embd", "n_embed", "embed_dim", "embedding_dim", "hidden_dim", "channels", "num_channels",
+            "normalized_dim", "ndim", "dimension", "d_hidden", "model_dim", "n_state", "emb_dim"),
 }
+# size parameters that take a shape (a tuple), not a number: torch's F.layer_norm(x, normalized_shape, ...)
+SHAPE_PARAMETERS = ("normalized_shape",)
 # positional parameters that must not receive another op input by position (they mean something
 # else; a `bias` takes the op's own bias, where it has one)
 CONFLICTS = ("axis", "dim", "axes", "bias", "dtype", "keepdims", "keepdim", "p", "ord", "out")
@@ -55,13 +58,24 @@ CONFLICTS = ("axis", "dim", "axes", "bias", "dtype", "keepdims", "keepdim", "p",
 
 @dataclass(frozen=True)
 class Arg:
-    name: str | None = None  # an op name, or None for a constant
+    name: str | None = None  # an op name, or None for a constant or a tuple
     value: object = None
+    items: tuple | None = None  # a tuple built from names and constants: normalized_shape=(dim,)
 
     def resolve(self, values: dict):
+        if self.items is not None:
+            return tuple(a.resolve(values) for a in self.items)
         return values[self.name] if self.name is not None else self.value
 
+    def names(self) -> set[str]:
+        if self.items is not None:
+            return {n for a in self.items for n in a.names()}
+        return {self.name} if self.name is not None else set()
+
     def source(self) -> str:
+        if self.items is not None:
+            inner = ", ".join(a.source() for a in self.items)
+            return f"({inner},)" if len(self.items) == 1 else f"({inner})"
         return self.name if self.name is not None else repr(self.value)
 
 
@@ -75,7 +89,7 @@ class Template:
         return [a.resolve(values) for a in self.args], {k: a.resolve(values) for k, a in self.kwargs}
 
     def names(self) -> set[str]:
-        return {a.name for a in self.args if a.name} | {a.name for _, a in self.kwargs if a.name}
+        return {n for a in self.args for n in a.names()} | {n for _, a in self.kwargs for n in a.names()}
 
 
 def _constant(node, text: str):
@@ -105,6 +119,8 @@ def parse(text: str, allowed: set[str]) -> Template:
                 raise UsageError(f"template {text!r}: unknown name {node.id!r}; the names are "
                                  f"{', '.join(sorted(allowed))} (constants are written as values)")
             return Arg(node.id)
+        if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Name) for e in node.elts):
+            return Arg(items=tuple(arg(e) for e in node.elts))  # normalized_shape=(dim,)
         return Arg(None, _constant(node, text))
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         raise UsageError(f"template {text!r}: *args and **kwargs are not allowed; spell each argument")
@@ -190,8 +206,9 @@ def default_call(fn, record: Op, shown: str, call: tuple[str, ...] | None = None
             return Template(signature, tuple(Arg(n) for n in names), ())
     by_name = _bind_by_name(params, call)
     complete = "x" in by_name and all(n in by_name for n in call if n != "eps" and n not in record.optional)
-    if complete and all(p.name in by_name.values() for p in required):
-        return _keyword_template(params, by_name)
+    sizes = _sizes(required, by_name)  # a required size: F.layer_norm's normalized_shape, a dim
+    if complete and all(p.name in by_name.values() or p.name in sizes for p in required):
+        return _keyword_template(params, by_name, sizes)
     shown_params = ", ".join(p.name for p in params)
     suggestion = suggest(params, record, call)
     raise TypeError(f"{shown}({shown_params}) has the wrong signature for {record.name}: normdiff calls "
@@ -213,15 +230,25 @@ def _positions_agree(positional, names) -> bool:
     return True
 
 
-def _keyword_template(params, by_name: dict[str, str]) -> Template:
-    """The call by name; a positional-only parameter is passed by position, in its place."""
-    kinds = {p.name: p.kind for p in params}
+def _sizes(required, by_name: dict[str, str]) -> dict[str, Arg]:
+    """What a function's required size parameters take, when a dim-like name says what they are: a
+    shape given as a tuple (`normalized_shape`, as F.layer_norm takes it) gets (dim,), any other the
+    normalised span (dim)."""
+    bound = set(by_name.values())
+    return {p.name: Arg(items=(Arg("dim"),)) if p.name in SHAPE_PARAMETERS else Arg("dim")
+            for p in required if p.name not in bound and _meaning(p.name) == "dim"}
+
+
+def _keyword_template(params, by_name: dict[str, str], sizes: dict[str, Arg] | None = None) -> Template:
+    """The call by name (and the size parameters `sizes` gives); a positional-only parameter is
+    passed by position, in its place."""
     args, kwargs = [], []
     for p in params:
         op_name = next((n for n, q in by_name.items() if q == p.name), None)
-        if op_name is not None:
-            (args.append(Arg(op_name)) if kinds[p.name] == p.POSITIONAL_ONLY else kwargs.append((p.name, Arg(op_name))))
-    text = "f(" + ", ".join([a.name for a in args] + [f"{k}={a.name}" for k, a in kwargs]) + ")"
+        given = Arg(op_name) if op_name is not None else (sizes or {}).get(p.name)
+        if given is not None:
+            (args.append(given) if p.kind == p.POSITIONAL_ONLY else kwargs.append((p.name, given)))
+    text = "f(" + ", ".join([a.source() for a in args] + [f"{k}={a.source()}" for k, a in kwargs]) + ")"
     return Template(text, tuple(args), tuple(kwargs))
 
 

@@ -43,11 +43,29 @@ def load_entry(entry: str):
 
 
 def _import_file(path: str):
+    """The module of a .py file, imported as Python would import it from where it lies: a file in a
+    package (its folder has __init__.py) by its dotted name, with the package's parent on the import
+    path, so that its relative imports work; any other with its own folder on the import path, so
+    that it can import a sibling module (`from helpers import ...`) wherever normdiff runs from."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
-    name = "normdiff_user_" + os.path.splitext(os.path.basename(path))[0]
+    path = os.path.abspath(path)
+    folder, stem = os.path.split(os.path.splitext(path)[0])
+    parts = [stem]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    _on_path(folder)
+    if len(parts) > 1 and all(p.isidentifier() for p in parts):
+        return importlib.import_module(".".join(parts))
+    name = "normdiff_user_" + stem
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _on_path(folder: str) -> None:
+    if folder not in sys.path:
+        sys.path.insert(0, folder)

@@ -121,3 +121,26 @@ def test_constructors_receive_the_span_and_eps_under_their_own_names():
         [], {"num_features": 64, "epsilon": 1e-6})
     with pytest.raises(TypeError, match="NeedsConfig needs config, layer_idx.*--init"):
         calls.default_init(NeedsConfig, "NeedsConfig")
+
+
+def test_a_template_builds_tuples_from_names():
+    """normalized_shape=(dim,): a tuple of provided names (and constants) is resolved per case."""
+    from normdiff.implementations import calls
+
+    template = calls.parse("f(x, (dim,), weight, bias, eps=eps)", {"x", "dim", "weight", "bias", "eps"})
+    args, kwargs = template.bind({"x": 1, "dim": 64, "weight": 2, "bias": 3, "eps": 1e-5})
+    assert args == [1, (64,), 2, 3] and kwargs == {"eps": 1e-5}
+    assert template.names() == {"x", "dim", "weight", "bias", "eps"}
+
+
+def test_a_required_shape_parameter_gets_the_span():
+    """Without --call, F.layer_norm's signature binds by name, normalized_shape given (dim,)."""
+    from normdiff.harness.data.ops import get_op
+    from normdiff.implementations import calls
+
+    def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+        return input
+
+    template = calls.default_call(layer_norm, get_op("layer_norm"), "layer_norm")
+    args, kwargs = template.bind({"x": "X", "dim": 64, "weight": "W", "bias": "B", "eps": 1e-5})
+    assert kwargs == {"input": "X", "normalized_shape": (64,), "weight": "W", "bias": "B", "eps": 1e-5}

@@ -3,6 +3,7 @@ broken targets exit 2 with a message that says why."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -268,3 +269,24 @@ def test_code_that_takes_no_eps_is_judged_at_the_conventions_eps_only(target):
     code, result = check(f"{FIX}/literal_eps.py:ignores_eps", "--op", "layer_norm", "--convention", "torch")
     assert code == 1 and result["verdict"] == "disagrees" and result["eps_note"] == ""
     assert {r["eps"] for r in result["rows"] if r["outcome"] == "disagree"} != {1e-05}
+
+
+@pytest.mark.parametrize("target", ["sibling_import/norm.py:rms_norm", "norm_package/layers/norm.py:rms_norm"])
+def test_a_target_importing_its_sibling_or_its_package_works_from_another_folder(target, tmp_path):
+    """Imported as Python imports it where it lies: a script's folder on the path (`from helpers
+    import ...`), a package module by its dotted name (`from .maths import ...`), from any folder."""
+    path = Path(FIX).resolve() / target.split(":")[0]
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", f"{path}:rms_norm", "--op",
+                           "rms_norm", "--convention", "olmo2", "--json"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 0 and result["verdict"] == "agrees", result.get("message")
+
+
+@pytest.mark.parametrize("target, op", [("torch.nn.functional:layer_norm", "layer_norm"),
+                                        ("torch.nn.functional:rms_norm", "rms_norm")])
+def test_torch_functional_norms_are_checked_as_they_are(target, op):
+    """F.layer_norm(input, normalized_shape, weight, bias, eps): normalized_shape takes (dim,)."""
+    pytest.importorskip("torch")
+    code, result = check(target, "--op", op, "--convention", "torch", "--pass", "forward")
+    assert code == 0 and result["verdict"] == "agrees", result.get("message")
