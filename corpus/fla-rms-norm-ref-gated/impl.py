@@ -1,5 +1,5 @@
 """A model of flash-linear-attention's rms_norm_ref at bc3b101 (fla/modules/layernorm_gated.py, lines
-27-48), written here from reading it: the same reference function as mamba's (weight and bias to
+27-47), written here from reading it: the same reference function as mamba's (weight and bias to
 float32, x and z upcast, optional gate-first, per-row or per-group 1 / sqrt(mean of squares + eps), the
 weight, optional gate-after, one cast back). fla's gated linear-attention layers (GatedDeltaNet,
 Qwen3-Next-style) use it with norm_before_gate=True and no groups: norm, weight, then silu(z)."""

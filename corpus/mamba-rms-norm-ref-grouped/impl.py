@@ -1,5 +1,5 @@
 """A model of state-spaces/mamba's rms_norm_ref at e9594ce (mamba_ssm/ops/triton/layernorm_gated.py,
-lines 18-40), the PyTorch reference its gated-norm Triton kernel is tested against, written here from
+lines 18-39), the PyTorch reference its gated-norm Triton kernel is tested against, written here from
 reading it. rms_norm_ref(x, weight, bias, z=None, eps=1e-6, group_size=None, norm_before_gate=True,
 upcast=True): the weight (and bias) go to float32; with upcast, x and z too. With norm_before_gate
 False (Mamba2's choice) x is first multiplied by silu(z). With group_size, the last axis is split into
