@@ -201,10 +201,12 @@ def default_call(fn, record: Op, shown: str, call: tuple[str, ...] | None = None
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     shorter = [call[:len(call) - len(record.optional)]] if record.optional else []
+    by_name = _bind_by_name(params, call)
     for names in [call] + shorter:
         if len(required) <= len(names) <= len(positional) and _positions_agree(positional, names):
+            if names is not call and set(call) <= set(by_name):
+                break  # by name it takes the optional ones too (F.normalize's eps, after its p)
             return Template(signature, tuple(Arg(n) for n in names), ())
-    by_name = _bind_by_name(params, call)
     complete = "x" in by_name and all(n in by_name for n in call if n != "eps" and n not in record.optional)
     sizes = _sizes(required, by_name)  # a required size: F.layer_norm's normalized_shape, a dim
     if complete and all(p.name in by_name.values() or p.name in sizes for p in required):
