@@ -103,8 +103,9 @@ class Diagnosis:
 
 def catalogued(changes: dict, base: Contract) -> Bug | None:
     """The catalogued bug whose change this is: the same knobs moved from the same values (the base's)
-    to the same values, under any op or convention."""
-    for bug in BUGS.values():
+    to the same values, the base's op's own bug first (an L2 norm's eps outside the root is
+    l2-eps-outside, not the RMSNorm's eps-outside-sqrt), then under any op or convention."""
+    for bug in sorted(BUGS.values(), key=lambda b: b.op != base.op):
         if bug.changes.keys() != changes.keys() or any(bug.changes[k] != v for k, v in changes.items()):
             continue
         home = get_contract(bug.op, bug.convention)

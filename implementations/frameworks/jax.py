@@ -88,7 +88,7 @@ def differentiate(forward, arrays: dict, dy, params: dict) -> dict:
 
 
 FRAMEWORK = Framework("jax", modules=("jax", "jaxlib"), extra="jax", distributions=("jax", "jaxlib"),
-                      libraries={"flax": "flax"}, user_code=True, detect=("jax", "flax"),
+                      libraries={"flax": "flax"}, user_code=True, detect=("jax", "flax", "equinox", "haiku", "praxis"),
                       array_types=("jax",), from_numpy=from_numpy, module_types=("flax",),
                       init_extras=init_extras, weights=weights, set_weight=set_weight, differentiate=differentiate,
                       differentiates_modules=False)
