@@ -31,52 +31,58 @@ if TYPE_CHECKING:
 _F32 = np.float32
 
 
-def _act(z: np.ndarray, kind: str) -> np.ndarray:
-    sig = (1.0 / (1.0 + np.exp(-z))).astype(_F32)
+def _cast(v: np.ndarray, dtype, final: bool = False) -> np.ndarray:
+    """A rounding point of the contract: v in `dtype` (`final`: the one that ends the chain). The
+    chain reference (harness/engine/chain.py) runs this code in float64 with its own rounding here."""
+    return v.astype(dtype)
+
+
+def _act(z: np.ndarray, kind: str, f=_F32) -> np.ndarray:
+    sig = (1.0 / (1.0 + np.exp(-z))).astype(f)
     return z * sig if kind == "silu" else sig
 
 
-def _inverse_scale(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
-    """1 / (the denominator), float32, one value per normalised span; the denominator itself
-    for the inverted contract."""
-    inverse = _reciprocal_denominator(xs, c, dtype)
+def _inverse_scale(xs: np.ndarray, c: Contract, dtype, f=_F32) -> np.ndarray:
+    """1 / (the denominator), in the compute dtype `f` (float32), one value per normalised span; the
+    denominator itself for the inverted contract."""
+    inverse = _reciprocal_denominator(xs, c, dtype, f)
     return 1.0 / inverse if c.inverted else inverse
 
 
-def _eps(xs: np.ndarray, c: Contract) -> np.ndarray:
-    """eps in float32, scaled as the contract says (eps_scale: the span's width, or its max x^2)."""
-    eps = _F32(c.eps)
+def _eps(xs: np.ndarray, c: Contract, f=_F32) -> np.ndarray:
+    """eps in the compute dtype, scaled as the contract says (eps_scale: the span's width, or its max x^2)."""
+    eps = f(c.eps)
     if c.eps_scale == "span":
-        return eps * _F32(xs.shape[-1])
+        return eps * f(xs.shape[-1])
     if c.eps_scale == "max_square":
-        peak = np.abs(xs.astype(_F32)).max(-1, keepdims=True)
+        peak = np.abs(xs.astype(f)).max(-1, keepdims=True)
         return eps * peak * peak
     return eps
 
 
-def _mean(xs: np.ndarray) -> np.ndarray:
-    """The span's mean: summed in float32, rounded to xs' dtype, divided by n in it."""
-    return xs.astype(_F32).sum(-1, keepdims=True).astype(xs.dtype) / xs.dtype.type(xs.shape[-1])
+def _mean(xs: np.ndarray, f=_F32) -> np.ndarray:
+    """The span's mean: summed in the compute dtype (float32), rounded to xs' dtype, divided by n in it."""
+    return xs.astype(f).sum(-1, keepdims=True).astype(xs.dtype) / xs.dtype.type(xs.shape[-1])
 
 
-def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
-    eps = _eps(xs, c)
-    xs = xs.astype(dtype if c.stats_dtype == "input" else _F32)
+def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype, f=_F32) -> np.ndarray:
+    eps = _eps(xs, c, f)
+    xs = xs.astype(dtype if c.stats_dtype == "input" else f)
     one_pass = c.statistic == "variance" and c.variance_form == "one_pass"
     if c.statistic == "variance" and not one_pass:
-        xs = xs - _mean(xs)
+        xs = xs - _mean(xs, f)
     # squares in the statistics dtype, accumulated in float32 and rounded once, as torch and XLA
     # reduce bf16/fp16 on CPU (ml_dtypes' own bf16 sum would accumulate in bf16 and stall)
     squares = xs * xs
-    stat = squares.astype(_F32).sum(-1, keepdims=True).astype(squares.dtype)
+    stat = squares.astype(f).sum(-1, keepdims=True).astype(squares.dtype)
     if c.statistic != "sum_square":
         divisor = xs.shape[-1] - (c.correction if c.statistic == "variance" else 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             stat = stat / xs.dtype.type(divisor)
     if one_pass:  # E[x^2] - E[x]^2: the same maths, cancelling catastrophically when |mean| >> std
-        mean = _mean(xs)
+        mean = _mean(xs, f)
         stat = stat - mean * mean * xs.dtype.type(xs.shape[-1]) / xs.dtype.type(xs.shape[-1] - c.correction)
-    stat = stat.astype(_F32)
+    stat = stat.astype(f)
     with np.errstate(divide="ignore"):  # a zero span with no eps (or eps * max|x|^2 = 0): 1/0
         if c.eps_placement == "inside":
             return 1.0 / np.sqrt(stat + eps)
@@ -87,11 +93,11 @@ def _reciprocal_denominator(xs: np.ndarray, c: Contract, dtype) -> np.ndarray:
         return 1.0 / np.sqrt(stat)
 
 
-def _scale(weight: np.ndarray, c: Contract, dtype) -> np.ndarray:
-    """offset + w, in float32 or (the mutant) in the input dtype."""
+def _scale(weight: np.ndarray, c: Contract, dtype, f=_F32) -> np.ndarray:
+    """offset + w, in the compute dtype (float32) or (the mutant) in the input dtype."""
     if c.offset_dtype == "input":
         return (weight + weight.dtype.type(c.weight_offset)).astype(dtype)
-    return weight.astype(_F32) + _F32(c.weight_offset)
+    return weight.astype(f) + f(c.weight_offset)
 
 
 def _tiled(v: np.ndarray, width: int) -> np.ndarray:
@@ -116,32 +122,34 @@ def rope(q: np.ndarray, positions: np.ndarray, num_heads: int, theta: float) -> 
     return (heads * cos + rotated_half * sin).astype(dtype).reshape(q.shape)
 
 
-def run(op: str, c: Contract, inputs: CaseInputs):
-    """The op's output: y, or for a fused add the tuple (y, residual_out)."""
+def run(op: str, c: Contract, inputs: CaseInputs, f=_F32, cast=_cast):
+    """The op's output: y, or for a fused add the tuple (y, residual_out). `f` is the dtype every
+    step between the contract's rounding points is computed in (float32; the chain reference takes
+    float64) and `cast` what such a rounding point does (`_cast`)."""
     a = inputs.arrays
     if "residual" in a:
-        return add_norm(c, inputs)
+        return add_norm(c, inputs, f, cast)
     if "positions" in a:  # qk_norm_rope: the norm and the rotation in the contract's order
         turn = lambda v: rope(v, a["positions"], inputs.num_heads, c.rope_theta)  # noqa: E731
         if c.rope_order == "rope_then_norm":
-            return _norm(c, inputs, turn(a["x"]))
-        return turn(_norm(c, inputs, a["x"]))
-    return _norm(c, inputs, a["x"])
+            return _norm(c, inputs, turn(a["x"]), f=f, cast=cast)
+        return turn(_norm(c, inputs, a["x"], f=f, cast=cast))
+    return _norm(c, inputs, a["x"], f=f, cast=cast)
 
 
-def add_norm(c: Contract, inputs: CaseInputs) -> tuple[np.ndarray, np.ndarray]:
+def add_norm(c: Contract, inputs: CaseInputs, f=_F32, cast=_cast) -> tuple[np.ndarray, np.ndarray]:
     """h = x + residual, y = the norm of h: h rounded to the input dtype before the norm
     (residual_dtype "input", HF's decoder) or kept in float32 (vLLM's native path); residual_out
     is h in the input dtype, rounded to nearest or (the bug) truncated toward zero."""
     x, r = inputs.arrays["x"], inputs.arrays["residual"]
     dtype = x.dtype
-    h32 = x.astype(_F32) + r.astype(_F32)
+    h32 = x.astype(f) + r.astype(f)
     out = _to_dtype(x.astype(np.float64) + r.astype(np.float64), dtype, c.residual_rounding)
     if c.residual_order == "after_norm":  # the bug: the norm of x, the residual added to its output
-        y = (_norm(c, inputs, x).astype(_F32) + r.astype(_F32)).astype(dtype)
+        y = (_norm(c, inputs, x, f=f, cast=cast).astype(f) + r.astype(f)).astype(dtype)
         return y, out
     normed = h32 if c.residual_dtype == "float32" else out
-    return _norm(c, inputs, normed, dtype), out
+    return _norm(c, inputs, normed, dtype, f, cast), out
 
 
 def _to_dtype(v: np.ndarray, dtype, rounding: str = "nearest") -> np.ndarray:
@@ -160,33 +168,33 @@ def _to_dtype(v: np.ndarray, dtype, rounding: str = "nearest") -> np.ndarray:
     return np.where(away, stepped, near)
 
 
-def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray, dtype=None) -> np.ndarray:
+def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray, dtype=None, f=_F32, cast=_cast) -> np.ndarray:
     """The norm of x (its rounding points in `dtype`, default x's: a float32 x is normalised into
     the case dtype when a fused add keeps its sum in float32)."""
     a = inputs.arrays
     dtype = dtype or x.dtype
-    xf = x.astype(_F32)
-    gate = _act(a["gate"].astype(_F32), c.gate_activation) if "gate" in a else None
+    xf = x.astype(f)
+    gate = _act(a["gate"].astype(f), c.gate_activation, f) if "gate" in a else None
     if gate is not None and c.gate_order == "gate_then_norm":
         xf = xf * gate
     heads = inputs.num_heads if c.scope == "head" else 1
     spans = xf.reshape(*xf.shape[:-1], heads, -1)
-    inverse = _inverse_scale(spans, c, dtype)
+    inverse = _inverse_scale(spans, c, dtype, f)
     if c.centre:  # LayerNorm: the centred x (the float32 mean) over the denominator
-        spans = spans - _mean(spans)
+        spans = spans - _mean(spans, f)
     with np.errstate(invalid="ignore"):
         y = (spans * inverse).reshape(xf.shape)
-    bias = _tiled(a["bias"], x.shape[-1]).astype(_F32) if "bias" in a else None
+    bias = _tiled(a["bias"], x.shape[-1]).astype(f) if "bias" in a else None
     if bias is not None and "weight" in a and c.bias_order == "before_scale":
         y = y + bias
     if "weight" in a:
         w = _tiled(a["weight"], x.shape[-1])
         if c.cast == "llama":  # round the normalised value first, multiply in the input dtype
-            y = (_scale(w, c, dtype).astype(dtype) * y.astype(dtype))
+            y = (_scale(w, c, dtype, f).astype(dtype) * cast(y, dtype))
         else:
-            y = y * _scale(w, c, dtype).astype(_F32)
+            y = y * _scale(w, c, dtype, f).astype(f)
     if bias is not None and (c.bias_order == "after_scale" or "weight" not in a):
-        y = y.astype(_F32) + bias
+        y = y.astype(f) + bias
     if gate is not None and c.gate_order == "norm_then_gate":
-        y = y.astype(_F32) * gate
-    return y.astype(dtype)
+        y = y.astype(f) * gate
+    return cast(y, dtype, final=True)

@@ -51,6 +51,14 @@ def channel_bias(mean, rows: int, budget, error) -> str:
             f"(budget {fixed(budget, 2)}), while every element is within {fixed(error, 2)} ulp")
 
 
+def off_chain(fraction, identical, error, budget) -> str:
+    """The judge's detail for an output within its ULP budget that rounds where the contract's chain
+    does not (engine/chain.py)."""
+    return (f"another rounding chain: {share(fraction)} of the elements are values no legal float32 order of the "
+            f"contract's roundings gives ({share(identical)} bit-identical to its chain), while every element is "
+            f"within {fixed(error, 2)} ulp (budget {fixed(budget, 2)})")
+
+
 # ---- how many are within or outside ------------------------------------------------------------
 
 

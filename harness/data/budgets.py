@@ -11,8 +11,13 @@ relative error is at most D lands at most D / u ULPs away (u = 2^-p, p the store
 bf16, 10 fp16, 23 fp32; |v| / ulp(v) < 2^p), and the rounding that ends the chain costs up to 1 ULP
 of the reference, not 1/2, when its input sits across a power of two from the reference (the rounding
 is then in the upper binade's ulp, twice the reference's).
-- "single", bf16 / fp16: one rounding (Gemma, Qwen3.5, OLMo2, torch) costs <= 1; the Llama cast
-  rounds the normalised value first (relative error <= u: 1 ULP) and rounds w * that (<= 1): 2.
+- "single", bf16 / fp16: the Llama cast rounds the normalised value first (relative error <= u: 1
+  ULP) and rounds w * that (<= 1): 2. "one_rounding": a contract that multiplies by the weight in
+  float32 and rounds once (Gemma, Qwen3.5, OLMo2, torch; ops/record.py ROUNDS_ONCE), and a weightless
+  norm (l2_norm), costs <= 1, so a second rounding, worth up to 1.76 ULPs in all, is out of it
+  wherever it costs more than the first one's slack, and the rounding chain (engine/chain.py) sees
+  it where it does not. The first version budgeted 2 for both, which hid the second rounding.
+  LayerNorm's "centred" chain likewise: 2 with the Llama cast, 1 rounding once.
 - "three_roundings" (the gated norm in HF's order: round xh, round w * xh, round after the float32
   gate): 1 + 1 + 1 = 3 (measured 2.60, on a bf16 case where w * xh sits just below a power of two).
 - "rotation" (QK-Norm then RoPE), bf16 / fp16, counted at each rotated pair's magnitude r: the

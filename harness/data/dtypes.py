@@ -48,8 +48,33 @@ class FloatFormat:
 
     def round(self, values: np.ndarray) -> np.ndarray:
         """Round float64 values to this format (round to nearest even), returned as float64."""
-        with np.errstate(over="ignore"):  # beyond the format's range is inf, as in a real cast
-            return np.asarray(values, dtype=np.float64).astype(self.np_dtype).astype(np.float64)
+        return self.cast(values).astype(np.float64)
+
+    def cast(self, values: np.ndarray) -> np.ndarray:
+        """float64 values in this format, correctly rounded (to nearest even). ml_dtypes casts a
+        float64 to bfloat16 through float32, rounding twice: a value just past a bf16 midpoint by
+        less than float32 resolution lands on the midpoint, then rounds to even, the wrong way
+        (1 + 2^-8 + 2^-30 gives 1). Rounding to float32 *to odd* first keeps the sticky bit, and a
+        second rounding from 2 more bits than the target's is then correct (Boldo and Melquiond,
+        "When double rounding is odd", 2005)."""
+        values = np.asarray(values, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond the range is inf, as in a real cast
+            if self.mantissa_bits >= 23 or self.np_dtype == np.float16:  # NumPy rounds these once
+                return values.astype(self.np_dtype)
+            return _to_odd_float32(values).astype(self.np_dtype)
+
+
+def _to_odd_float32(values: np.ndarray) -> np.ndarray:
+    """float64 values in float32 rounded to odd: truncated toward zero, the last bit set where
+    that was inexact (finite values only; inf and NaN as a plain cast gives them)."""
+    near = values.astype(np.float32)
+    back = near.astype(np.float64)
+    inexact = np.isfinite(back) & (back != values)
+    if not inexact.any():
+        return near
+    toward = np.where(inexact & (np.abs(back) > np.abs(values)), np.nextafter(near, np.float32(0)), near)
+    bits = toward.view(np.uint32) | inexact.astype(np.uint32)
+    return bits.view(np.float32)
 
 
 FORMATS: dict[str, FloatFormat] = {

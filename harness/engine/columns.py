@@ -64,6 +64,9 @@ RESULTS: tuple[Column, ...] = (
     Column("row_bias_ulp", "float", MEASUREMENT, "the largest mean error of a row, in ULPs"),
     Column("channel_bias_ulp", "float", MEASUREMENT, "the largest mean error of a channel across rows, in ULPs"),
     Column("channel_bias_budget", "float", MEASUREMENT, "the channel-bias detector's budget (with enough rows)"),
+    Column("chain_identical", "float", MEASUREMENT, "share of elements bit-identical to the contract's rounding chain "
+                                                    "(bf16 / fp16 y; engine/chain.py)"),
+    Column("off_chain", "float", MEASUREMENT, "share of elements no legal float32 order of the contract's chain gives"),
     Column("cosine", "float", MEASUREMENT, "cosine similarity to the reference"),
     Column("rms_ratio", "float", MEASUREMENT, "rms(out) / rms(ref)"),
     Column("assert_close", "bool", MEASUREMENT, "whether torch.testing.assert_close's default tolerances pass it"),

@@ -26,7 +26,8 @@ import numpy as np
 from normdiff.harness.data.budgets import channel_bias_budgets
 from normdiff.harness.data.dtypes import FloatFormat, format_of, get_format
 from normdiff.harness.data.ops import OPS
-from normdiff.harness.engine import oracle
+from normdiff.harness.engine import chain, oracle
+from normdiff import wording
 from normdiff.wording import channel_bias
 
 
@@ -47,6 +48,10 @@ class Measurement:
     row_bias_ulp: float = float("nan")  # max |mean magnitude error| of a row, in ulps
     channel_bias_ulp: float = float("nan")  # max |mean magnitude error| of a channel across rows
     channel_bias_budget: float = float("nan")  # judged only with enough rows (budgets.py)
+    # the contract's rounding chain (engine/chain.py): the share of elements bit-identical to it, and
+    # the share outside what a legal float32 order of it gives (NaN where no chain is judged)
+    chain_identical: float = float("nan")
+    off_chain: float = float("nan")
     # plausibility: what a quick look would say (the mutants look right by these)
     cosine: float = float("nan")  # cosine similarity to the reference
     rms_ratio: float = float("nan")  # rms(out) / rms(ref)
@@ -149,8 +154,9 @@ def ulp_floor(contract, arrays: dict, fmt: FloatFormat) -> np.ndarray | None:
     return scale * 2.0 ** fmt.min_exponent
 
 
-def reference_for(case, inputs, exact: np.ndarray) -> "Reference":
-    """The prepared reference of a case: its exact output, its dtype, its ULP rule and floor."""
+def reference_for(case, inputs, exact: np.ndarray, float32_budget: float | None = None) -> "Reference":
+    """The prepared reference of a case: its exact output, its dtype, its ULP rule and floor, and
+    where it applies (`float32_budget` given: the contract's budget in float32) its rounding chain."""
     fmt = get_format(case.dtype)
     floor = ulp_floor(case.contract, inputs.arrays, fmt)
     counted_at = case.record.floor or oracle.centred_floor
@@ -161,8 +167,11 @@ def reference_for(case, inputs, exact: np.ndarray) -> "Reference":
     if "positions" in inputs.arrays and case.output == "y":  # RoPE: the other legal frequencies
         other = oracle.evaluate(case.contract, inputs.arrays, case.num_heads, power="other")
     # the Llama cast rounds u to the dtype before w * u: on rows alike, that rounding is alike too
-    return Reference(exact, fmt, case.num_heads, case.op, floor, other,
-                     intermediate_rounding=case.contract.cast == "llama")
+    ref = Reference(exact, fmt, case.num_heads, case.op, floor, other,
+                    intermediate_rounding=case.contract.cast == "llama")
+    if float32_budget is not None and chain.applies(case.contract, case.dtype, case.output, inputs.arrays):
+        ref.chain = chain.reference(case.contract, inputs, case.dtype, float32_budget, floor, exact)
+    return ref
 
 
 CELLS_PER_ULP = 8  # values closer than 1/8 ulp round alike (Reference.distinct_cells)
@@ -201,6 +210,7 @@ class Reference:
         # version, a mutant where its bug does not bite: 45 % of the default run's judgements),
         # and each bit-identical one gets the same measurement without the work
         self.judged: dict[tuple, Measurement] = {}
+        self.chain: chain.Chain | None = None  # the contract's rounding chain, where judged (reference_for)
 
     def nearest(self, out: np.ndarray) -> np.ndarray:
         """The exact output an implementation is judged against: the oracle's, or for RoPE, per
@@ -366,7 +376,19 @@ def _measure(out: np.ndarray, out_fmt: FloatFormat, ref: Reference, budget: floa
         else:
             m.outcome = "agree" if m.max_ulp <= budget else "disagree"
     _judge_channel_bias(m, channels, ref, systematic)
+    _judge_chain(m, o, out_fmt, ref)
     return m
+
+
+def _judge_chain(m: Measurement, o: np.ndarray, out_fmt: FloatFormat, ref: Reference) -> None:
+    """The contract's rounding chain (engine/chain.py): an output inside its budget that rounds
+    where the contract does not, on more than a few elements, disagrees."""
+    if ref.chain is None or out_fmt.name != ref.fmt.name:
+        return
+    m.chain_identical, m.off_chain = ref.chain.measure(o)
+    if m.outcome in ("agree", "identical") and m.off_chain > chain.OFF_CHAIN_SHARE:
+        m.outcome = "disagree"
+        m.detail = wording.off_chain(m.off_chain, m.chain_identical, m.max_ulp, m.tolerance_ulp)
 
 
 def _nonfinite(m: Measurement, o, finite, ref: Reference, budget: float = 0.0) -> None:

@@ -117,7 +117,9 @@ def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | 
         for c in outputs or case.outputs():  # y, and a fused add's residual_out
             budget = budget_for(c.dtype, c.op, c.span, condition, c.output, rounding_rule(c.contract))
             systematic = systematic_part(c.dtype, c.span, condition) if c.output == "y" else 0.0
-            expected[c.output] = Expected(c, judge.reference_for(c, inputs, exact[c.output]), budget, systematic)
+            # the contract's rounding chain is bracketed by what a legal float32 order of it may cost
+            float32 = budget_for("float32", c.op, c.span, condition, c.output, rounding_rule(c.contract))
+            expected[c.output] = Expected(c, judge.reference_for(c, inputs, exact[c.output], float32), budget, systematic)
         return Prepared(case, inputs, expected)
     dy = case.upstreams(exact)
     grads = vjp(case.contract, inputs.arrays, dy, inputs.num_heads)

@@ -53,8 +53,20 @@ def test_builtin_agrees_with_its_conventions(report, impl):
         pytest.skip("flax is not installed")
     assert {c.split("/")[1] for c in got} == {"fp32", "bf16", "fp16"}, "every dtype ran"
     known = FP16_ZERO_ROWS if impl == "torch-F.normalize" else set()
+    if impl == "torch-F.normalize":  # its two roundings, a known finding (test_finding_F_normalize_rounds_twice)
+        known = known | {c for c in got if "/fp32/" not in c and "/dy=" not in c}
     bad = {c: o for c, o in got.items() if o not in ("identical", "agree") and c not in known}
     assert not bad, bad
+
+
+def test_finding_F_normalize_rounds_twice(report):
+    # ||x|| rounded to the input dtype, then the quotient: within the max budget, off the one-rounding
+    # chain on a large share of the elements (engine/chain.py), a known finding
+    rows = report.results
+    rows = rows[(rows["implementation"] == "torch-F.normalize") & (rows["pass"] == "forward")
+                & rows["dtype"].isin(["bfloat16", "float16"]) & ~rows["case_id"].isin(FP16_ZERO_ROWS)]
+    assert len(rows) and (rows["off_chain"] > 0.1).mean() > 0.5, rows[["case_id", "off_chain"]]
+    assert (rows["max_ulp"] < 2).all() and set(rows["known_finding"].astype(bool)) == {True}
 
 
 def test_finding_F_normalize_fp16_zero_rows_are_nan(report):
@@ -158,7 +170,8 @@ def test_f_normalize_bf16_norm_is_a_coherent_scale_error_on_alike_rows():
     e, fmt = p.expected["y"], get_format("bfloat16")
     y = to_numpy(builtins.normalize(case.op, case.contract, p.inputs))
     m = judging.judge(y, e.ref, fmt, e.budget, systematic=e.systematic)
-    assert m.outcome == "disagree" and m.max_ulp < e.budget and m.channel_bias_ulp > m.channel_bias_budget
+    # within the Llama cast's 2 ulp, beyond the one rounding l2_norm takes (1), and coherent per channel
+    assert m.outcome == "disagree" and e.budget < m.max_ulp < 2 and m.channel_bias_ulp > m.channel_bias_budget
     x = p.inputs.arrays["x"].astype(np.float64)
     once = (x / np.sqrt((x * x).sum(-1, keepdims=True))).astype(fmt.np_dtype)
     assert judging.judge(once, e.ref, fmt, e.budget, systematic=e.systematic).outcome in ("identical", "agree")

@@ -103,11 +103,19 @@ def _chain(float32: float, low: float) -> tuple[tuple[str, float], ...]:
 # more; RoPE's cos and sin rounded, two products and a sum, and its transpose three more; a centring
 # op's; a fused add rounding its sum to the dtype first, and summing its two upstream gradients
 SINGLE = Rounding("single", _chain(8.0, 2.0))
+# a contract that multiplies by the weight in float32 and rounds once (cast "one_rounding"): that one
+# rounding, <= 1 in bf16 / fp16, where the Llama cast's two take 2; a second rounding then leaves the
+# budget wherever it costs more than the first's slack (and the rounding chain, engine/chain.py,
+# sees it where it does not)
+ONE_ROUNDING = Rounding("one_rounding", _chain(8.0, 1.0))
 THREE_ROUNDINGS = Rounding("three_roundings", _chain(8.0, 3.0), backward_extra=2)
 ROTATION = Rounding("rotation", _chain(18.0, 6.0), backward_extra=3)
 CENTRED = Rounding("centred", _chain(9.0, 2.0))
+CENTRED_ONE_ROUNDING = Rounding("centred_one_rounding", _chain(9.0, 1.0))
 RESIDUAL_SUM = Rounding("residual_sum", _chain(9.0, 3.0), backward_extra=1, backward_outputs=("dx", "dresidual"))
-ROUNDINGS = (SINGLE, THREE_ROUNDINGS, ROTATION, CENTRED, RESIDUAL_SUM)
+ROUNDINGS = (SINGLE, ONE_ROUNDING, THREE_ROUNDINGS, ROTATION, CENTRED, CENTRED_ONE_ROUNDING, RESIDUAL_SUM)
+# the relaxation (Op.relaxed) a weighted op rounding once takes: its chain's one-rounding form
+ROUNDS_ONCE = (("cast", "one_rounding", ONE_ROUNDING),)
 
 
 @dataclass(frozen=True)

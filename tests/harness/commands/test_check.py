@@ -290,3 +290,23 @@ def test_torch_functional_norms_are_checked_as_they_are(target, op):
     pytest.importorskip("torch")
     code, result = check(target, "--op", op, "--convention", "torch", "--pass", "forward")
     assert code == 0 and result["verdict"] == "agrees", result.get("message")
+
+
+def test_a_second_rounding_under_a_one_rounding_contract_disagrees_and_is_named():
+    # every element within the old 2-ulp max budget; the chain (engine/chain.py) and the one-rounding
+    # budget see it, and the diagnosis says the change in words
+    code, result = check(f"{FIX}/rounding_chains.py:rounds_twice", "--op", "rms_norm", "--convention", "olmo2")
+    assert code == 1 and result["verdict"] == "disagrees", result
+    best = result["diagnosis"][0]
+    assert "rounded to the input dtype before the weight multiply" in best["bug"] and best["matched"] == best["of"]
+    code, result = check(f"{FIX}/rounding_chains.py:rounds_once", "--op", "rms_norm", "--convention", "olmo2")
+    assert code == 0 and result["verdict"] == "agrees", result
+
+
+@pytest.mark.parametrize("convention, verdict", [("vllm", "disagrees"), ("qwen3", "agrees")])
+def test_a_fused_add_rounding_its_sum_first_is_judged_by_the_conventions_chain(convention, verdict):
+    code, result = check(f"{FIX}/rounding_chains.py:add_rounds_sum_first", "--op", "add_rms_norm",
+                         "--convention", convention)
+    assert result["verdict"] == verdict, result
+    if verdict == "disagrees":
+        assert result["diagnosis"][0]["bug"] == "add-sum-rounded-first"

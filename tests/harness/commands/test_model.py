@@ -154,7 +154,11 @@ def test_the_teaching_table_names_every_mutant_but_one_at_its_first_site():
     for name in ("stats-low-precision", "offset-low-precision"):
         assert "float32" not in rows[name].caught_in and rows[name].runs["float32"].logits.identical, name
     assert "float16" in rows["stats-low-precision"].caught_in  # tiny rows' x^2 underflows in fp16
-    assert rows["offset-low-precision"].runs["bfloat16"].first_diverging.detail.startswith("coherent per-channel")
+    # bf16(1 + w) is a second rounding (of the scale) where qwen3.5 rounds once: up to 1.5 ulp, out of
+    # the one-rounding budget (1), which the Llama cast's 2 used to hide; the rounding chain and the
+    # per-channel mean error see it where the maximum does not
+    first = rows["offset-low-precision"].runs["bfloat16"].first_diverging
+    assert first.max_ulp > first.budget or first.detail.startswith(("another rounding chain", "coherent per-channel"))
     assert rows["eps-hardcoded"].caught_in == ["bfloat16", "float16", "float32"]  # Llama's 1e-5 vs the mutant's 1e-6
     # rounding the sum first is what transformers' unfused decoder does: the same logits, out of vLLM's budget
     rounded_first = rows["add-sum-rounded-first"].runs["bfloat16"]

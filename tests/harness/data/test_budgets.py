@@ -9,8 +9,9 @@ from normdiff.cases import suites
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
 from normdiff.harness.data.budgets import (CHAINS, budget_for, budget_table, channel_bias_budget, channel_bias_budgets,
-                                          chain, reduction)
+                                          chain, reduction, rounding_rule)
 from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.knobs import ROUNDING_KNOBS
 from normdiff.harness.data.ops import OPS
@@ -64,7 +65,11 @@ def test_the_chain_comes_from_the_op_record_and_the_reduction_from_the_span():
     assert budget_for("float32", "rms_norm", 4096) == pytest.approx(8 + 2048, rel=1e-3)
     table = budget_table()
     assert table["chains"]["bfloat16"] == {"*": 2.0, "gated_rms_norm": 3.0, "qk_norm_rope": 6.0,
-                                           "group_gated_rms_norm": 3.0, "add_rms_norm": 3.0}
+                                           "group_gated_rms_norm": 3.0, "add_rms_norm": 3.0, "l2_norm": 1.0}
+    # a contract that rounds once is budgeted one rounding, the Llama cast's two
+    assert chain("bfloat16", "rms_norm", rounding_rule(get_contract("rms_norm", "olmo2"))) == 1.0
+    assert chain("bfloat16", "rms_norm", rounding_rule(get_contract("rms_norm", "qwen3"))) == 2.0
+    assert chain("float16", "layer_norm", rounding_rule(get_contract("layer_norm", "torch"))) == 1.0
     assert table["reduction"]["float32"]["16384"] == pytest.approx(8192, rel=2e-3)
     with pytest.raises(ValueError, match="no ULP budget for dtype 'int8'"):
         budget_for("int8", "rms_norm", 64)
