@@ -33,7 +33,7 @@ from normdiff.cases.model import Case
 from normdiff.harness.analysis import fitting
 from normdiff.harness.data.budgets import budget_for, rounding_rule
 from normdiff.harness.data.outcomes import DISAGREEING
-from normdiff.harness.data.bugs import BUGS, Bug
+from normdiff.harness.data.bugs import BUGS, Bug, constant_eps_bug
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import get_format
@@ -104,7 +104,10 @@ class Diagnosis:
 def catalogued(changes: dict, base: Contract) -> Bug | None:
     """The catalogued bug whose change this is: the same knobs moved from the same values (the base's)
     to the same values, the base's op's own bug first (an L2 norm's eps outside the root is
-    l2-eps-outside, not the RMSNorm's eps-outside-sqrt), then under any op or convention."""
+    l2-eps-outside, not the RMSNorm's eps-outside-sqrt), then under any op or convention. A constant
+    eps is named by where the constant comes from (bugs.constant_eps_bug)."""
+    if changes.keys() == {"eps"}:
+        return constant_eps_bug(changes["eps"], base.eps)
     for bug in sorted(BUGS.values(), key=lambda b: b.op != base.op):
         if bug.changes.keys() != changes.keys() or any(bug.changes[k] != v for k, v in changes.items()):
             continue

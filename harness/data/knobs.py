@@ -59,7 +59,7 @@ KNOBS: dict[str, Knob] = {
              says={"inside": "eps inside the square root, x * rsqrt(stat + eps)",
                    "outside": "eps outside the square root, x / (sqrt(stat) + eps)",
                    "clamp": "the norm clamped at eps, x / max(sqrt(stat), eps)", "none": "no eps at all"}),
-        Knob("eps", STATISTIC, tried=(1e-5, 1e-6, 1e-7, 1e-8, 1e-12), summary="the epsilon's value"),
+        Knob("eps", STATISTIC, tried=(1e-5, 1e-6, 1e-7, 1e-8, 1e-12, 1e-3), summary="the epsilon's value"),
         Knob("eps_scale", STATISTIC, ("one", "span", "max_square"),
              summary="eps as given | eps * n (added to the mean where the sum is meant) | eps * max|x|^2",
              says={"one": "eps as the model gives it",

@@ -1,22 +1,11 @@
-"""Diagnosis on outputs made to order: our NumPy implementation with a knob turned, on suite cases."""
+"""Diagnosis on outputs made to order: our NumPy implementation with a knob turned, on suite cases
+(the `outputs` fixture, conftest.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from normdiff.cases import suites
 from normdiff.harness.analysis import diagnosis
-from normdiff.implementations import numpy_own
-
-
-def outputs(op, convention, changes, regimes=("normal", "tiny_rms:1e-3", "mean_shift:1"), eps=("config", 1e-5),
-            dtypes=("bfloat16", "float32")):
-    heads = op in ("qk_norm", "qk_norm_rope")
-    cases = suites.expand(dict(ops=[op], conventions=[convention], dtypes=list(dtypes),
-                               shapes=["8x4x64" if heads else "8x256"], regimes=list(regimes), weights=["trained"],
-                               eps=list(eps)))
-    with np.errstate(all="ignore"):
-        return {c.id: numpy_own.run(op, c.contract.replace(**changes), c.inputs()) for c in cases}
 
 
 @pytest.mark.parametrize("op, convention, changes, bug", [
@@ -27,20 +16,20 @@ def outputs(op, convention, changes, regimes=("normal", "tiny_rms:1e-3", "mean_s
     ("qk_norm", "gemma3", {"scope": "full"}, "qk-norm-full-vector"),
     ("rms_norm", "llama", {"eps": 1e-6}, "eps-hardcoded"),
 ])
-def test_a_catalogued_change_carries_its_id_under_any_convention(op, convention, changes, bug):
+def test_a_catalogued_change_carries_its_id_under_any_convention(op, convention, changes, bug, outputs):
     found = diagnosis.diagnose(outputs(op, convention, changes), op, convention)
     best = found.matches[0]
     assert best.name == bug and best.convincing and best.changes == changes, found.matches[:3]
 
 
-def test_a_change_that_changes_nothing_is_no_candidate():
+def test_a_change_that_changes_nothing_is_no_candidate(outputs):
     # offset_dtype on a plain-gamma convention: 0 + w is w in any dtype
     found = diagnosis.diagnose(outputs("rms_norm", "olmo2", {"eps_placement": "outside"}), "rms_norm", "olmo2")
     assert found.matches[0].name == "eps-outside-sqrt"
     assert not [m for m in found.matches if m.changes == {"offset_dtype": "input"}]
 
 
-def test_a_pair_must_explain_clearly_more_than_its_best_single():
+def test_a_pair_must_explain_clearly_more_than_its_best_single(outputs):
     found = diagnosis.diagnose(outputs("rms_norm", "qwen3", {"eps_placement": "outside"}), "rms_norm", "qwen3")
     assert found.matches[0].name == "eps-outside-sqrt" and len(found.matches[0].changes) == 1
     best = found.matches[0].matched
@@ -63,3 +52,17 @@ def test_fix_texts_describe_the_change_both_ways():
 
     text = diagnosis.fix_for({"cast": "one_rounding"}, get_contract("rms_norm", "qwen3"), "qwen3")
     assert text.startswith("yours: the weight multiplied in float32") and "qwen3: the normalised value rounded" in text
+
+
+@pytest.mark.parametrize("op, convention, constant, bug", [
+    ("layer_norm", "torch", 1e-3, "eps-library-default"),  # keras' LayerNormalization default
+    ("rms_norm", "llama", 1e-5, "eps-hardcoded"),  # Llama's own 1e-5, whatever eps it is handed
+    ("rms_norm", "qwen3", 1e-5, "eps-wrong-value"),  # another family's value
+])
+def test_a_constant_eps_is_named_by_where_the_constant_comes_from(op, convention, constant, bug, outputs):
+    # the cases at the constant itself agree; diagnosis sees the disagreeing ones
+    wrong, right = (outputs(op, convention, changes, eps=("config", 1e-6, 1e-5)) for changes in ({"eps": constant}, {}))
+    differ = {cid: out for cid, out in wrong.items() if not np.array_equal(out, right[cid], equal_nan=True)}
+    found = diagnosis.diagnose(differ, op, convention)
+    best = found.matches[0]
+    assert best.name == bug and best.changes == {"eps": constant} and best.convincing, found.matches[:3]
