@@ -66,3 +66,29 @@ def test_a_constant_eps_is_named_by_where_the_constant_comes_from(op, convention
     found = diagnosis.diagnose(differ, op, convention)
     best = found.matches[0]
     assert best.name == bug and best.changes == {"eps": constant} and best.convincing, found.matches[:3]
+
+
+def test_a_pair_is_found_where_neither_change_alone_explains_a_case(outputs):
+    # 1 + w and the inverted rsqrt: away from rms 1 each alone is still far off
+    changes = {"weight_offset": 1.0, "inverted": True}
+    found = diagnosis.diagnose(outputs("rms_norm", "qwen3", changes, regimes=("tiny_rms:1e-3", "tiny_rms:1e-2",
+                                                                              "mean_shift:1")), "rms_norm", "qwen3")
+    top = found.matches[0]
+    assert top.changes == changes and top.name == "gamma-plus-one + rsqrt-inverted" and top.convincing
+    assert "neither alone" in top.symptom
+
+
+def test_two_catalogued_layer_norm_mistakes_are_named_as_a_pair(outputs):
+    # the held-out round's unbiased variance together with a one-pass variance
+    changes = {"correction": 1, "variance_form": "one_pass"}
+    found = diagnosis.diagnose(outputs("layer_norm", "torch", changes, regimes=("normal", "narrow:0.1", "narrow:1",
+                                                                                  "mean_shift:1"),
+                                       dtypes=("float32", "float16")), "layer_norm", "torch")
+    top = found.matches[0]
+    assert top.changes == changes and set(top.name.split(" + ")) == {"ln-unbiased-variance", "ln-one-pass-variance"}
+
+
+def test_a_pair_names_its_catalogued_bug_before_a_change_in_words():
+    a = diagnosis.Match("the normalised value rounded", {"cast": "llama"}, 3, 11, 1.0, "")
+    b = diagnosis.Match("ln-one-pass-variance", {"variance_form": "one_pass"}, 2, 11, 1.0, "")
+    assert diagnosis._pair_name(a, b) == "ln-one-pass-variance + the normalised value rounded"
