@@ -128,6 +128,20 @@ BUGS: dict[str, Bug] = {
             "LayerNorm's statistic without its centring: right at mean 0, wrong at mean 1",
             "inputs with a non-zero mean", ("mean_shift",),
             ("keras LayerNormalization(rms_scaling=True)", "keras #21234")),
+        Bug("rms-norm-centred", "rms_norm", "qwen3", {"centre": True, "statistic": "variance"},
+            f"{_XH} * w", f"{_LN} * w",
+            "a LayerNorm where the RMSNorm is meant: the mean subtracted, so every row loses its mean; "
+            "close only when rows have mean ~0",
+            "inputs with a non-zero mean; short spans (a head's mean is noisy)", ("mean_shift", "normal"),
+            ("second held-out round, 2026-12-04 (../shared/CATALOGUE.md): a LayerNorm used where an RMSNorm "
+             "is meant", "keras LayerNormalization(rms_scaling=False) in an RMSNorm port")),
+        Bug("qk-norm-centred", "qk_norm", "qwen3", {"centre": True, "statistic": "variance"},
+            "RMSNorm over each head's head_dim", "LayerNorm (mean subtracted) over each head's head_dim",
+            "a LayerNorm in the QK-norm where an RMSNorm is meant: each head loses its mean (nn.LayerNorm for "
+            "q_norm / k_norm in a port)",
+            "any q/k: a head_dim slice's mean is never exactly 0", ("normal", "head_scales"),
+            ("second held-out round, 2026-12-04 (../shared/CATALOGUE.md): a LayerNorm used where an RMSNorm "
+             "is meant, mean subtracted",)),
         Bug("rsqrt-inverted", "rms_norm", "qwen3", {"inverted": True},
             f"{_XH} * w", "x / rsqrt(mean(x^2) + eps) * w",
             "multiplies by the RMS instead of dividing: right only at rms(x) = 1",

@@ -15,6 +15,9 @@ from normdiff.harness.analysis import diagnosis
     ("rms_norm", "olmo2", {"weight_offset": 1.0}, "gamma-plus-one"),
     ("qk_norm", "gemma3", {"scope": "full"}, "qk-norm-full-vector"),
     ("rms_norm", "llama", {"eps": 1e-6}, "eps-hardcoded"),
+    # a LayerNorm where the RMSNorm is meant: knobs the RMS ops' own search never turns
+    ("rms_norm", "gemma3", {"centre": True, "statistic": "variance"}, "rms-norm-centred"),
+    ("qk_norm", "olmo2", {"centre": True, "statistic": "variance"}, "qk-norm-centred"),
 ])
 def test_a_catalogued_change_carries_its_id_under_any_convention(op, convention, changes, bug, outputs):
     found = diagnosis.diagnose(outputs(op, convention, changes), op, convention)
