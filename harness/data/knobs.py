@@ -34,6 +34,8 @@ class Knob:
             return f"eps = {general(value)}, whatever the model's eps is"
         if self.name == "weight_offset":
             return f"({general(value)} + w) as the scale"
+        if self.name == "rope_theta":
+            return f"RoPE's base theta = {general(value)}"
         return f"{self.name} = {value!r}"
 
 
@@ -115,7 +117,9 @@ KNOBS: dict[str, Knob] = {
              summary="y = norm(x + residual) | y = norm(x) + residual",
              says={"before_norm": "the residual added before the norm, y = norm(x + residual)",
                    "after_norm": "the residual added after the norm, y = norm(x) + residual"}),
-        Knob("weight_span", SCOPE, ("head", "full"), summary="the weight is (head_dim,) or (H*D,)"),
+        Knob("weight_span", SCOPE, ("head", "full"), summary="the weight is (head_dim,) or (H*D,)",
+             says={"head": "one (head_dim,) weight shared by every head",
+                   "full": "a (H*D,) weight over the whole q/k vector"}),
         Knob("rope_theta", ROPE, summary="RoPE's base"),
     )
 }

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from normdiff.harness.analysis import diagnosis
+from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.knobs import KNOBS
 
 
 @pytest.mark.parametrize("op, convention, changes, bug", [
@@ -95,3 +97,15 @@ def test_a_pair_names_its_catalogued_bug_before_a_change_in_words():
     a = diagnosis.Match("the normalised value rounded", {"cast": "llama"}, 3, 11, 1.0, "")
     b = diagnosis.Match("ln-one-pass-variance", {"variance_form": "one_pass"}, 2, 11, 1.0, "")
     assert diagnosis._pair_name(a, b) == "ln-one-pass-variance + the normalised value rounded"
+
+
+@pytest.mark.parametrize("op", sorted({b.op for b in BUGS.values()}))
+def test_every_change_the_search_tries_is_said_in_words(op):
+    # a diagnosis line names a catalogued bug or says the change as a person would, never `knob = value`
+    from normdiff.harness.data.conventions import CONVENTIONS
+
+    for conv in CONVENTIONS.values():
+        if op in conv.contracts:
+            for cand in diagnosis.candidates(op, conv.name):
+                for knob, value in cand.changes.items():
+                    assert KNOBS[knob].text(value) != f"{knob} = {value!r}", (op, conv.name, knob, value)
