@@ -430,8 +430,8 @@ def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) 
         return L2Norm(**stats)
     knobs = dict(stats, weight_offset=c.weight_offset, cast=c.cast, offset_dtype=c.offset_dtype,
                  dtype=dtype)
-    if op == "rms_norm":
-        return RMSNorm(width, **knobs)
+    if op == "rms_norm":  # centre: a LayerNorm where the RMSNorm is meant (a catalogued bug)
+        return RMSNorm(width, centre=c.centre, **knobs)
     if op == "gated_rms_norm":
         return GatedRMSNorm(width, gate_activation=c.gate_activation, gate_order=c.gate_order,
                             **knobs)
@@ -439,7 +439,7 @@ def build(op: str, c: Contract, width: int, num_heads: int, dtype: torch.dtype) 
         return AddRMSNorm(width, residual_dtype=c.residual_dtype, residual_rounding=c.residual_rounding,
                           residual_order=c.residual_order, **knobs)
     if op == "qk_norm":
-        return QKNorm(num_heads, width // num_heads, c.scope, c.weight_span, **knobs)
+        return QKNorm(num_heads, width // num_heads, c.scope, c.weight_span, centre=c.centre, **knobs)
     if op == "qk_norm_rope":
         return QKNormRoPE(num_heads, width // num_heads, c.rope_theta, c.rope_order, scope=c.scope,
                           weight_span=c.weight_span, **knobs)

@@ -4,14 +4,16 @@ Two views of the same outputs.
 
 The knob search. Conventions and bugs share one knob space, so it is a search: every single-knob
 variant of the convention's contract (the catalogued bugs among them), the other conventions'
-contracts for the op, and pairs of the best single changes. Each candidate is computed on every
+contracts for the op, and pairs of single changes (those that explain the most cases, or that
+bring the output nearest when none explains any: a two-change bug's halves may each explain nothing). Each candidate is computed on every
 examined case, at that case's own eps, by our NumPy implementation (which honours every knob,
 rounding knobs included), and explains a case when it lands within the budget (plus the 1 ulp two
 rounded outputs may be apart) of the implementation's output there, and closer than the convention
 itself (by the max ULP distance, then the mean: a fixed per-channel error moves every element). A candidate that is bit-identical to the convention on every examined case changes nothing
 and is dropped. The most cases explained wins; ties go to fewer knobs turned, then to the closer. A
 pair is shown only when it explains clearly more than its best single change (at least
-PAIR_MARGIN of the cases more), and says so. "Looks like" needs COVERAGE of the examined cases;
+PAIR_MARGIN of the cases more, and at least 2), and says so; a pair is named "a + b", a
+catalogued bug's id first. "Looks like" needs COVERAGE of the examined cases;
 below it the best is only "closest". A change equal to a catalogued bug's (the same knob moved from
 the same value to the same value, whatever the op and convention) carries the bug's id.
 
@@ -33,7 +35,7 @@ from normdiff.cases.model import Case
 from normdiff.harness.analysis import fitting
 from normdiff.harness.data.budgets import budget_for, rounding_rule
 from normdiff.harness.data.outcomes import DISAGREEING
-from normdiff.harness.data.bugs import BUGS, Bug
+from normdiff.harness.data.bugs import BUGS, Bug, constant_eps_bug
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import get_format
@@ -72,6 +74,7 @@ class Match:
     fix: str
     symptom: str = ""
     explained: frozenset = frozenset()  # the indices of the examined cases it explains
+    nearer: int = 0  # examined cases where it is closer to the output than the convention, in budget or not
 
     @property
     def share(self) -> float:
@@ -104,7 +107,10 @@ class Diagnosis:
 def catalogued(changes: dict, base: Contract) -> Bug | None:
     """The catalogued bug whose change this is: the same knobs moved from the same values (the base's)
     to the same values, the base's op's own bug first (an L2 norm's eps outside the root is
-    l2-eps-outside, not the RMSNorm's eps-outside-sqrt), then under any op or convention."""
+    l2-eps-outside, not the RMSNorm's eps-outside-sqrt), then under any op or convention. A constant
+    eps is named by where the constant comes from (bugs.constant_eps_bug)."""
+    if changes.keys() == {"eps"}:
+        return constant_eps_bug(changes["eps"], base.eps)
     for bug in sorted(BUGS.values(), key=lambda b: b.op != base.op):
         if bug.changes.keys() != changes.keys() or any(bug.changes[k] != v for k, v in changes.items()):
             continue
@@ -145,8 +151,11 @@ def candidates(op: str, convention: str) -> list[Candidate]:
             name, symptom = bug.id, bug.symptom
         found[key] = Candidate(name or in_words(changes, base, convention), dict(changes), symptom)
 
+    # every catalogued change of the op, whatever convention it was filed under (catalogued() names
+    # it when it moves the same knobs from the same values here): some turn knobs the op's own
+    # search does not (a LayerNorm's centring in an RMSNorm)
     for bug in BUGS.values():
-        if (bug.op, bug.convention) == (op, convention):
+        if bug.op == op:
             add(dict(bug.changes))
     for knob, values in tried_knobs(base).items():
         for value in values:
@@ -212,7 +221,7 @@ class _Examined:
     def score(self, cand: Candidate, base: Contract, convention: str, only=None) -> Match | None:
         """None when the candidate is bit-identical to the convention on every examined case.
         `only`: the indices of the cases to score it on (default: all)."""
-        matched, dists, explained, differs = 0, [], set(), False
+        matched, nearer, dists, explained, differs = 0, 0, [], set(), False
         picked = range(len(self.cases)) if only is None else only
         for i in picked:
             case, inputs, out, mine = self.cases[i], self.inputs[i], self.outputs[i], self.base[i]
@@ -220,8 +229,9 @@ class _Examined:
             differs = differs or not np.array_equal(expected, mine, equal_nan=True)
             fmt = get_format(case.dtype)
             d, mean = _distance(out, expected, fmt), _mean_distance(out, expected, fmt)
-            if d <= self.budgets[i] + 1.0 and \
-                    (d, mean) < (_distance(out, mine, fmt), _mean_distance(out, mine, fmt)):
+            closer = (d, mean) < (_distance(out, mine, fmt), _mean_distance(out, mine, fmt))
+            nearer += closer
+            if d <= self.budgets[i] + 1.0 and closer:
                 matched += 1
                 dists.append(d)
                 explained.add(i)
@@ -229,7 +239,7 @@ class _Examined:
             return None
         return Match(cand.name, cand.changes, matched, len(picked),
                      float(np.mean(dists)) if dists else float("inf"), fix_for(cand.changes, base, convention),
-                     cand.symptom, frozenset(explained))
+                     cand.symptom, frozenset(explained), nearer)
 
 
 def diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int = 5) -> Diagnosis:
@@ -247,19 +257,33 @@ def _diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int
     singles = [m for m in (examined.score(c, base, convention) for c in candidates(op, convention)) if m]
     ranked = sorted((m for m in singles if m.matched), key=_rank)
     n = len(examined.cases)
-    if ranked and ranked[0].matched < n:
-        pairs = [p for p in _pairs(ranked[:PAIR_SEEDS], singles, examined, base, convention)
-                 if p.matched >= ranked[0].matched + max(2, math.ceil(PAIR_MARGIN * n))]
+    best = ranked[0].matched if ranked else 0
+    if best < n:
+        need = best + max(2, math.ceil(PAIR_MARGIN * n))
+        pairs = [p for p in _pairs(_seeds(singles), singles, examined, base, convention, need) if p.matched >= need]
         ranked = sorted(ranked + pairs, key=_rank)
     fits = fitting.fit(list(zip(examined.cases, examined.inputs, examined.outputs)))
     return Diagnosis(ranked[:top], fits, n)
 
 
+def _seeds(singles: list[Match]) -> list[Match]:
+    """The single changes pairs start from: those that explain the most cases, then those that
+    bring the output closest on the most (a two-change bug's halves may each explain no case on its
+    own, only move toward it: AllenNLP's unbiased std with eps outside the root)."""
+    return sorted(singles, key=lambda m: (-m.matched, -m.nearer, m.distance))[:PAIR_SEEDS]
+
+
+def _pair_name(a: Match, b: Match) -> str:
+    """'a + b', a catalogued bug's id before a change said in words."""
+    first, second = sorted((a, b), key=lambda m: m.name not in BUGS)
+    return f"{first.name} + {second.name}"
+
+
 def _pairs(seeds: list[Match], singles: list[Match], examined: _Examined, base: Contract,
-           convention: str) -> list[Match]:
-    """Each seed (a single change that explains some cases) with every other single change: tried
-    first on the cases the seed leaves unexplained (the other half of a two-change bug may explain
-    no case on its own), and scored in full when it explains at least half of those."""
+           convention: str, need: int) -> list[Match]:
+    """Each seed with every other single change: tried first on the cases the seed leaves
+    unexplained (the other half of a two-change bug may explain no case on its own), and scored in
+    full only when those with the seed's own could reach `need` cases."""
     out, tried = [], set()
     for a in seeds:
         rest = [i for i in range(len(examined.cases)) if i not in a.explained]
@@ -268,14 +292,16 @@ def _pairs(seeds: list[Match], singles: list[Match], examined: _Examined, base: 
             if b is a or key in tried or set(a.changes) & set(b.changes):
                 continue
             tried.add(key)
-            candidate = Candidate(f"{a.name} + {b.name}", {**a.changes, **b.changes})
+            candidate = Candidate(_pair_name(a, b), {**a.changes, **b.changes})
             first = examined.score(candidate, base, convention, only=rest)
-            if first is None or first.matched < max(1, len(rest) / 2):
+            if first is None or not first.matched or first.matched + a.matched < need:
                 continue
             m = examined.score(candidate, base, convention)
             if m is not None and m.matched:
                 m.symptom = (f"two changes at once: explains {m.matched - a.matched} more of the {m.of} cases "
-                             f"than {a.name} alone")
+                             f"than {a.name} alone" if a.matched else
+                             f"two changes at once: explains {m.matched} of the {m.of} cases, where neither "
+                             "alone explains any")
                 out.append(m)
     return out
 

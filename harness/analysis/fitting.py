@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from normdiff.harness.data.bugs import LIBRARY_EPS
 from normdiff.harness.data.dtypes import get_format
 from normdiff.text import general, number
 
@@ -31,10 +32,7 @@ MIN_SPANS = 3
 
 # library defaults an ignored eps argument often is
 KNOWN_EPS = {1e-5: "Llama 2/3's and Mistral's config value", 1e-6: "the HF default (Qwen, Gemma, OLMo2 configs; keras layers.RMSNormalization and flax RMSNorm "
-                   "default to it too)",
-             1e-7: "keras ops.rms_normalization's default (epsilon=None)",
-             1.1920928955078125e-07: "torch's finfo(float32).eps (nn.RMSNorm / F.rms_norm with eps=None)",
-             1e-8: "axlearn's l2 normalize default", 1e-12: "F.normalize's default"}
+                   "default to it too)", **LIBRARY_EPS}
 
 
 @dataclass
@@ -88,15 +86,23 @@ def spans(case, inputs, out) -> _Spans | None:
     weight = None
     scale = np.ones(width)
     if "weight" in a:
-        weight = np.asarray(a["weight"], dtype=np.float64)
-        if weight.shape[-1] != width:
-            weight = np.tile(weight, width // weight.shape[-1])
+        weight = _widened(np.asarray(a["weight"], dtype=np.float64), width)
         scale = c.weight_offset + weight
     n = case.span
     as_spans = lambda v: np.broadcast_to(v, x.shape).reshape(-1, n)  # noqa: E731
+    xs, ys = as_spans(x), as_spans(y)
+    if c.centre:  # a LayerNorm: what it divides is x - mean(x), and its output carries the bias on top
+        xs = xs - xs.mean(axis=-1, keepdims=True)
+        if "bias" in a and c.bias_order == "after_scale":
+            ys = ys - as_spans(_widened(np.asarray(a["bias"], dtype=np.float64), width))
     fmt = get_format(case.dtype)
-    return _Spans(as_spans(x), as_spans(y), as_spans(scale), None if weight is None else as_spans(weight),
+    return _Spans(xs, ys, as_spans(scale), None if weight is None else as_spans(weight),
                   as_spans(post), c.eps, c.statistic, 2.0 ** -(fmt.mantissa_bits + 1), case.dtype)
+
+
+def _widened(v: np.ndarray, width: int) -> np.ndarray:
+    """A per-head operand (weight, bias) across the whole row."""
+    return v if v.shape[-1] == width else np.tile(v, width // v.shape[-1])
 
 
 def _statistic(x: np.ndarray, kind: str) -> np.ndarray:

@@ -92,12 +92,18 @@ BUGS: dict[str, Bug] = {
             f"{_XH} * w, eps from the config (1e-5 in Llama 2 and 3)", f"{_XH} * w, eps = 1e-6 whatever the config says",
             "the eps argument ignored: a constant where the model's config gives another value",
             "rms(x) <~ 0.03 at a config eps other than the constant", ("tiny_rms",),
-            ("keras-hub PR #1472 (Gemma)", "llama.cpp #2373 / PR #2374 (Llama 2 needs 1e-5)")),
+            ("keras-hub PR #1472 (Gemma)", "llama.cpp #2373 / PR #2374 (Llama 2 needs 1e-5)",
+             "candle's quantized LLaMA at 1e-5 whatever the GGUF says (https://github.com/huggingface/candle/blob/"
+             "0f4ff8a739facafd4b3bc9a003d4a581202b62f8/candle-examples/examples/quantized/main.rs#L22-L39)")),
         Bug("eps-library-default", "rms_norm", "qwen3", {"eps": 1e-7},
             f"{_XH} * w, eps = 1e-6 (the config)", f"{_XH} * w, eps = 1e-7 (keras ops.rms_normalization(epsilon=None))",
-            "a library's default eps where the model's config gives another: invisible until rms(x) <~ 1e-2",
-            "rms(x) <~ 1e-2", ("tiny_rms",),
-            ("keras 3 ops.rms_normalization: epsilon=None -> 1e-7 (keras/src/ops/nn.py)", "axlearn PR #21 (1e-8)")),
+            "a library's default eps where the model's config gives another (LIBRARY_EPS below): invisible until "
+            "the statistic comes within ~100x of the larger eps (rms(x) ~1e-2 for 1e-7 against 1e-6, ~0.3 for "
+            "Keras' LayerNormalization 1e-3)",
+            "rms(x) <~ 10 * sqrt(the larger eps)", ("tiny_rms",),
+            ("keras 3 ops.rms_normalization: epsilon=None -> 1e-7 (keras/src/ops/nn.py)", "axlearn PR #21 (1e-8)",
+             "keras-hub TransformerEncoder LayerNorms at Keras' 1e-3 (https://github.com/keras-team/keras-hub/blob/"
+             "a6a365699e286546c4060cda232075f2f08ed429/keras_nlp/layers/transformer_encoder.py#L77-L108)")),
         Bug("eps-ignored", "rms_norm", "qwen3", {"eps_placement": "none"},
             f"{_XH} * w", "x * rsqrt(mean(x^2)) * w",
             "NaN on an all-zero row (padding, masked tokens)", "an all-zero row", ("zero_rows",),
@@ -122,6 +128,20 @@ BUGS: dict[str, Bug] = {
             "LayerNorm's statistic without its centring: right at mean 0, wrong at mean 1",
             "inputs with a non-zero mean", ("mean_shift",),
             ("keras LayerNormalization(rms_scaling=True)", "keras #21234")),
+        Bug("rms-norm-centred", "rms_norm", "qwen3", {"centre": True, "statistic": "variance"},
+            f"{_XH} * w", f"{_LN} * w",
+            "a LayerNorm where the RMSNorm is meant: the mean subtracted, so every row loses its mean; "
+            "close only when rows have mean ~0",
+            "inputs with a non-zero mean; short spans (a head's mean is noisy)", ("mean_shift", "normal"),
+            ("second held-out round, 2026-12-04 (../shared/CATALOGUE.md): a LayerNorm used where an RMSNorm "
+             "is meant", "keras LayerNormalization(rms_scaling=False) in an RMSNorm port")),
+        Bug("qk-norm-centred", "qk_norm", "qwen3", {"centre": True, "statistic": "variance"},
+            "RMSNorm over each head's head_dim", "LayerNorm (mean subtracted) over each head's head_dim",
+            "a LayerNorm in the QK-norm where an RMSNorm is meant: each head loses its mean (nn.LayerNorm for "
+            "q_norm / k_norm in a port)",
+            "any q/k: a head_dim slice's mean is never exactly 0", ("normal", "head_scales"),
+            ("second held-out round, 2026-12-04 (../shared/CATALOGUE.md): a LayerNorm used where an RMSNorm "
+             "is meant, mean subtracted",)),
         Bug("rsqrt-inverted", "rms_norm", "qwen3", {"inverted": True},
             f"{_XH} * w", "x / rsqrt(mean(x^2) + eps) * w",
             "multiplies by the RMS instead of dividing: right only at rms(x) = 1",
@@ -207,6 +227,28 @@ BUGS: dict[str, Bug] = {
             ("mamba_ssm RMSNormGated norm_before_gate", "mamba #547")),
     )
 }
+
+
+# Constants that are a library's default eps, never a model family's config value: code that runs at
+# one of these forgot to pass the model's eps (keras-hub's encoder LayerNorms at Keras' 1e-3, corpus
+# keras-hub-encoder-layernorm-default-eps; keras ops.rms_normalization(epsilon=None) at 1e-7).
+LIBRARY_EPS = {1e-3: "keras layers.LayerNormalization's default",
+               1e-7: "keras ops.rms_normalization's default (epsilon=None)",
+               1.1920928955078125e-07: "torch's finfo(float32).eps (nn.RMSNorm / F.rms_norm with eps=None)",
+               1e-8: "axlearn's l2 normalize default", 1e-12: "F.normalize's default"}
+
+
+def constant_eps_bug(value: float, own_eps: float) -> Bug | None:
+    """The catalogued bug a constant eps is, by where the constant comes from: a library's default
+    (eps-library-default); the convention's own config value, so the code is right for its family
+    and ignores the eps it is handed for another model (eps-hardcoded: candle's GGUF LLaMA at 1e-5,
+    corpus candle-quantized-llama-rmsnorm-eps-hardcoded); else the bug filed for that very constant
+    (another family's value: eps-wrong-value's 1e-5, eps-hardcoded's 1e-6), or None."""
+    if value in LIBRARY_EPS:
+        return BUGS["eps-library-default"]
+    if value == own_eps:
+        return BUGS["eps-hardcoded"]
+    return next((b for b in BUGS.values() if b.changes == {"eps": value}), None)
 
 
 def get_bug(bug_id: str) -> Bug:

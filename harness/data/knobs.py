@@ -34,6 +34,8 @@ class Knob:
             return f"eps = {general(value)}, whatever the model's eps is"
         if self.name == "weight_offset":
             return f"({general(value)} + w) as the scale"
+        if self.name == "rope_theta":
+            return f"RoPE's base theta = {general(value)}"
         return f"{self.name} = {value!r}"
 
 
@@ -59,7 +61,7 @@ KNOBS: dict[str, Knob] = {
              says={"inside": "eps inside the square root, x * rsqrt(stat + eps)",
                    "outside": "eps outside the square root, x / (sqrt(stat) + eps)",
                    "clamp": "the norm clamped at eps, x / max(sqrt(stat), eps)", "none": "no eps at all"}),
-        Knob("eps", STATISTIC, tried=(1e-5, 1e-6, 1e-7, 1e-8, 1e-12), summary="the epsilon's value"),
+        Knob("eps", STATISTIC, tried=(1e-5, 1e-6, 1e-7, 1e-8, 1e-12, 1e-3), summary="the epsilon's value"),
         Knob("eps_scale", STATISTIC, ("one", "span", "max_square"),
              summary="eps as given | eps * n (added to the mean where the sum is meant) | eps * max|x|^2",
              says={"one": "eps as the model gives it",
@@ -115,7 +117,9 @@ KNOBS: dict[str, Knob] = {
              summary="y = norm(x + residual) | y = norm(x) + residual",
              says={"before_norm": "the residual added before the norm, y = norm(x + residual)",
                    "after_norm": "the residual added after the norm, y = norm(x) + residual"}),
-        Knob("weight_span", SCOPE, ("head", "full"), summary="the weight is (head_dim,) or (H*D,)"),
+        Knob("weight_span", SCOPE, ("head", "full"), summary="the weight is (head_dim,) or (H*D,)",
+             says={"head": "one (head_dim,) weight shared by every head",
+                   "full": "a (H*D,) weight over the whole q/k vector"}),
         Knob("rope_theta", ROPE, summary="RoPE's base"),
     )
 }

@@ -83,3 +83,17 @@ def test_a_command_is_checked_on_the_forward_unless_pass_is_given(check_json, tm
     code, result = check_json("--command", f"{COMMAND} correct", *narrow, "--pass", "both")
     passes = {"/dy=" in row["case_id"] for row in result["rows"]}
     assert code == 0 and passes == {True, False}, result["verdict"]
+
+
+def test_a_norm_missing_one_plus_in_both_passes_is_named_gamma_missing_one_first(check_json):
+    # issue 31: the forward's mistake explains its own gradients, so the forward's bug is named,
+    # not a backward-only one
+    pytest.importorskip("torch")
+    code, result = check_json("tests/fixtures/user/torch_module.py:ZeroCentredMissingOne", "--op", "rms_norm",
+                              "--convention", "qwen3.5", "--dtype", "bf16")
+    assert code == 1 and result["verdict"] == "disagrees"
+    passes = {"backward" if "/dy=" in row["case_id"] else "forward" for row in result["rows"]
+              if row["outcome"] not in ("identical", "agree")}
+    assert passes == {"forward", "backward"}, passes
+    best = result["diagnosis"][0]
+    assert best["bug"] == "gamma-missing-one" and best["convincing"], result["diagnosis"]
