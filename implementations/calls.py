@@ -47,10 +47,19 @@ ALIASES = {
     "dresidual_out": ("dresidual_out", "d_residual_out", "dres", "dh"),
     "dim": ("dim", "dims", "hidden_size", "normalized_shape", "d_model", "num_features", "features", "size",
             "n_embd", "n_embed", "embed_dim", "embedding_dim", "hidden_dim", "channels", "num_channels",
-            "normalized_dim", "ndim", "dimension", "d_hidden", "model_dim", "n_state", "emb_dim"),
+            "normalized_dim", "ndim", "dimension", "d_hidden", "model_dim", "n_state", "emb_dim", "shape"),
 }
 # size parameters that take a shape (a tuple), not a number: torch's F.layer_norm(x, normalized_shape, ...)
-SHAPE_PARAMETERS = ("normalized_shape",)
+SHAPE_PARAMETERS = ("normalized_shape", "shape")
+# A constructor's required parameters that no op name means but whose value the op decides: the
+# axis normalised (x's last: haiku's `axis`), and the switches that give a module the op's own
+# parameters (haiku LayerNorm's create_scale / create_offset, which have no default): True when the
+# op has that operand, False otherwise.
+AXIS_PARAMETERS = ("axis", "axes", "reduction_axes")
+SWITCHES = {"create_scale": "weight", "create_offset": "bias", "elementwise_affine": "weight"}
+# A constructor that takes the model's config object (HF style: config.hidden_size, config.rms_norm_eps)
+# gets one carrying the usual names (implementations/user.py: config_for)
+CONFIG_PARAMETERS = ("config", "cfg")
 # positional parameters that must not receive another op input by position (they mean something
 # else; a `bias` takes the op's own bias, where it has one)
 CONFLICTS = ("axis", "dim", "axes", "bias", "dtype", "keepdims", "keepdim", "p", "ord", "out")
@@ -283,19 +292,40 @@ def suggest(params, record: Op, call: tuple[str, ...] | None = None) -> str:
     return f"f({', '.join(parts)})" if by_name else ""
 
 
-def default_init(cls, shown: str, provided: tuple[str, ...] = (), wanted: tuple[str, ...] = ("dim", "eps")) -> Template:
+def default_init(cls, shown: str, provided: tuple[str, ...] = (), wanted: tuple[str, ...] = ("dim", "eps"),
+                 operands: tuple[str, ...] = ()) -> Template:
     """The constructor call without --init: the span to a dim-like parameter, the eps to an eps-like
     one (a class whose eps is called epsilon still gets the case's eps), and any other of `wanted`
-    (a graph factory's dtype) to its own name; TypeError when a required parameter means nothing
-    normdiff knows. `provided`: the parameters the framework fills itself (flax nnx's rngs)."""
+    (a graph factory's dtype) to its own name; a required axis -1, a required switch (haiku's
+    create_scale) whether the op has that operand (`operands`: the op's inputs), a required config
+    the config object (`config`); TypeError when a required parameter means nothing normdiff knows.
+    `provided`: the parameters the framework fills itself (flax nnx's rngs)."""
     params = parameters(cls)
     if params is None:
         return Template("Cls(dim, eps=eps)", (Arg("dim"),), (("eps", Arg("eps")),))
     bound = _bind_by_name(params, wanted)
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-    unknown = [p.name for p in required if p.name not in bound.values() and p.name not in provided]
+    fixed = _fixed(required, set(bound.values()), operands)
+    unknown = [p.name for p in required if p.name not in bound.values() and p.name not in provided
+               and p.name not in fixed]
     if unknown:
         raise TypeError(f"{shown} needs {', '.join(unknown)}, which normdiff cannot tell what to give: say how to "
                         f"build it with --init, e.g. --init 'Cls(dim, eps=eps)'")
-    template = _keyword_template(params, bound)
+    template = _keyword_template(params, bound, fixed)
     return Template(template.text.replace("f(", "Cls(", 1), template.args, template.kwargs)
+
+
+def _fixed(required, bound: set[str], operands: tuple[str, ...]) -> dict[str, Arg]:
+    """What the required constructor parameters that no op name means get, where the op decides it
+    (AXIS_PARAMETERS, SWITCHES, CONFIG_PARAMETERS)."""
+    fixed = {}
+    for p in required:
+        if p.name in bound:
+            continue
+        if p.name in AXIS_PARAMETERS:
+            fixed[p.name] = Arg(None, -1)
+        elif p.name in SWITCHES:
+            fixed[p.name] = Arg(None, SWITCHES[p.name] in operands)
+        elif p.name in CONFIG_PARAMETERS:
+            fixed[p.name] = Arg("config")
+    return fixed

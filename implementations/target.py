@@ -163,7 +163,9 @@ def _module_source(module: str) -> str | None:
     except (ImportError, ValueError) as exc:
         raise TargetError(f"cannot find module {root!r}: {exc}") from None
     if spec is None:
-        raise TargetError(f"module {root!r} not found (is it installed, or on PYTHONPATH?)")
+        extra = next((fw.extra_for(root) for fw in FRAMEWORKS.values() if root in fw.libraries), "")
+        raise TargetError(f"module {root!r} not found (is it installed, or on PYTHONPATH?)"
+                          + (f"; install it with `pip install 'normdiff[{extra}]'`" if extra else ""))
     origin, places = spec.origin, list(spec.submodule_search_locations or [])
     for part in parts:
         found = [p for place in places for p in (os.path.join(place, part, "__init__.py"),

@@ -44,9 +44,12 @@ from normdiff.implementations.frameworks.record import Framework
 from normdiff.implementations.loading import load_entry
 from normdiff.implementations.target import UserTarget, locate
 
-INIT_NAMES = ("dim", "eps", "width", "head_dim", "num_heads", "group_size", "dtype", "dtype_name")
+INIT_NAMES = ("dim", "eps", "width", "head_dim", "num_heads", "group_size", "dtype", "dtype_name", "config")
 # the per-case operands a module class holds as parameters (the weight is its gain)
 MODULE_OPERANDS = ("weight", "bias")
+# a module's bias parameter: the usual names, and haiku's `offset` (a module-only name: as a
+# function's parameter, `offset` more often means a weight offset, so it is no alias of the bias)
+BIAS_PARAMETERS = calls.ALIASES["bias"] + ("offset",)
 
 
 def make_adapter(target: UserTarget | str, framework: str = "", op: str = "", call: str = "", init: str = "",
@@ -129,6 +132,30 @@ def _build(fn, template: calls.Template, values: dict, extras: dict, shown: str)
         return fn(*args, **kwargs)
     except TypeError as exc:
         raise TypeError(f"{shown} cannot be built as {template.text}: {exc}") from None
+    except AttributeError as exc:
+        if "config" not in template.names():
+            raise
+        raise TypeError(f"{shown} cannot be built as {template.text}: the config normdiff gives carries "
+                        f"{', '.join(vars(values['config']))} ({exc}); say how to build it with --init, e.g. "
+                        "--init 'Cls(dim, eps=eps)'") from None
+
+
+# the names a config object usually gives a norm (HF's hidden_size and rms_norm_eps, GPT-2's n_embd
+# and layer_norm_epsilon, ...): the span, the eps, the heads
+CONFIG_SIZES = ("hidden_size", "dim", "d_model", "n_embd", "embed_dim", "model_dim", "width")
+CONFIG_EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "eps", "epsilon",
+              "norm_epsilon", "variance_epsilon")
+
+
+def config_for(values: dict):
+    """The config object a constructor that takes one (`def __init__(self, config)`) receives: the
+    span, the eps and the head sizes under the names model configs use."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{name: values["dim"] for name in CONFIG_SIZES},
+                           **{name: values["eps"] for name in CONFIG_EPS},
+                           head_dim=values["head_dim"], num_attention_heads=values["num_heads"],
+                           num_heads=values["num_heads"])
 
 
 class FunctionAdapter:
@@ -189,10 +216,12 @@ def other_frameworks(name: str) -> list[str]:
 class ClassAdapter:
     def __init__(self, cls, framework: Framework, record: Op, init: str, call: str, weight_attr: str, shown: str):
         self.cls, self.framework, self.record, self.shown = cls, framework, record, shown
+        self.make = framework.constructor(cls)  # the class, or what stands in for it (haiku's)
         self.extras = framework.init_extras(cls)
         wanted = ("dim", "eps") + tuple(n for n in ("group_size",) if n in record.call)
         self.init = (calls.parse(init, set(INIT_NAMES)) if init
-                     else calls.default_init(cls, shown, provided=tuple(self.extras), wanted=wanted))
+                     else calls.default_init(cls, shown, provided=tuple(self.extras), wanted=wanted,
+                                             operands=tuple(record.inputs)))
         self.call = calls.parse(call, calls.names_for(record)) if call else None
         self.weight_attr = weight_attr
         self.modules: dict[tuple, tuple] = {}
@@ -201,7 +230,8 @@ class ClassAdapter:
     def takes(self) -> set[str]:
         """The names normdiff gives it: its constructor's (dim, eps, ...) and its forward's."""
         called = self.call.names() if self.call is not None else set(self.record.module_call or ())
-        return self.init.names() | called | {o for o in MODULE_OPERANDS if o in self.record.inputs}
+        built = self.init.names() | ({"dim", "eps"} if "config" in self.init.names() else set())  # what a config carries
+        return built | called | {o for o in MODULE_OPERANDS if o in self.record.inputs}
 
     def __call__(self, op: str, contract: Contract, inputs: CaseInputs):
         return self.call_with(contract, inputs, {})
@@ -244,7 +274,7 @@ class ClassAdapter:
     def _module(self, values: dict, arrays: dict, shape: tuple, contract: Contract):
         key = self._key(values, arrays)
         if key not in self.modules:
-            module = _build(self.cls, self.init, values, self.extras, self.shown)
+            module = _build(self.make, self.init, {**values, "config": config_for(values)}, self.extras, self.shown)
             module = self.framework.prepare_module(module, arrays["x"])
             self.framework.build(module, np.zeros(shape, dtype=arrays["x"].dtype))
             held = {}
@@ -292,7 +322,7 @@ class ClassAdapter:
         whose name is a bias's (bias, beta, b); None when there is none."""
         found = self.framework.weights(module)
         named = [n for n, shape in found.items() if tuple(shape) == (span,) and n != gain
-                 and n.rpartition(".")[2].rpartition("/")[2] in calls.ALIASES["bias"]]
+                 and n.rpartition(".")[2].rpartition("/")[2] in BIAS_PARAMETERS]
         return named[0] if len(named) == 1 else None
 
     def _set_weight(self, module, name: str, weight: np.ndarray) -> None:

@@ -2,6 +2,7 @@
 of the normdiff checkout that ran."""
 from __future__ import annotations
 
+import functools
 import platform
 import subprocess
 from importlib import metadata
@@ -23,11 +24,30 @@ def distributions() -> tuple[str, ...]:
 def versions() -> dict:
     found = {"python": platform.python_version(), "platform": platform.platform()}
     for dist in distributions():
-        try:
-            found[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            found[dist] = None
+        found[dist] = _version(dist)
     return found
+
+
+@functools.lru_cache(maxsize=1)
+def _providers() -> dict:
+    """{top-level module: the distributions that provide it}: a scan of every installed
+    distribution, made once, and only for a name that is not a distribution's."""
+    return metadata.packages_distributions()
+
+
+def _version(name: str) -> str | None:
+    """The installed version of a distribution, or of the one that provides a library's module when
+    they are named differently (the module haiku is the distribution dm-haiku); None if absent."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        pass
+    for dist in _providers().get(name, []):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def git_revision() -> str:

@@ -1,5 +1,7 @@
-"""JAX (with flax on top): jax arrays convert to NumPy with their dtype, bfloat16 included
-(jax uses ml_dtypes' bfloat16)."""
+"""JAX (with flax, equinox and haiku on top): jax arrays convert to NumPy with their dtype, bfloat16
+included (jax uses ml_dtypes' bfloat16). A module class is called as its own module system calls it:
+flax nnx holds its params as attributes (here); flax.linen, equinox and haiku modules go through
+the wrappers of implementations/jax_modules.py (init / apply, vmap, hk.transform)."""
 from __future__ import annotations
 
 from normdiff.implementations.frameworks.record import Framework
@@ -27,6 +29,34 @@ def init_extras(cls) -> dict:
     return {"rngs": nnx.Rngs(0)}
 
 
+def constructor(cls):
+    """A haiku class is constructed inside hk.transform (jax_modules.py): a stand-in builds it."""
+    from normdiff.implementations import jax_modules
+
+    return jax_modules.constructor(cls)
+
+
+def prepare_module(module, x):
+    """A linen or equinox module wrapped so that it runs as its framework runs it."""
+    from normdiff.implementations import jax_modules
+
+    return jax_modules.wrapped(module)
+
+
+def build(module, x) -> None:
+    """A linen or haiku module's params come from init with an input like x."""
+    from normdiff.implementations import jax_modules
+
+    if isinstance(module, jax_modules.BOUND):
+        module.build(x)
+
+
+def _bound(module) -> bool:
+    from normdiff.implementations import jax_modules
+
+    return isinstance(module, jax_modules.BOUND)
+
+
 def _params(module) -> dict:
     from flax import nnx
 
@@ -38,6 +68,8 @@ def _value(param):
 
 
 def weights(module) -> dict:
+    if _bound(module):
+        return module.weights()
     try:
         found = _params(module)
     except ImportError:  # plain JAX code without flax: array attributes
@@ -54,6 +86,9 @@ def set_weight(module, name: str, weight) -> None:
     import jax.numpy as jnp
     import numpy as np
 
+    if _bound(module):
+        module.set_weight(name, weight)
+        return
     current = getattr(module, name)
     if hasattr(current, "set_value"):
         current.set_value(jnp.asarray(np.asarray(weight).astype(_value(current).dtype)))
@@ -88,7 +123,8 @@ def differentiate(forward, arrays: dict, dy, params: dict) -> dict:
 
 
 FRAMEWORK = Framework("jax", modules=("jax", "jaxlib"), extra="jax", distributions=("jax", "jaxlib"),
-                      libraries={"flax": "flax"}, user_code=True, detect=("jax", "flax", "equinox", "haiku", "praxis"),
-                      array_types=("jax",), from_numpy=from_numpy, module_types=("flax",),
-                      init_extras=init_extras, weights=weights, set_weight=set_weight, differentiate=differentiate,
-                      differentiates_modules=False)
+                      libraries={"flax": "flax", "equinox": "jax-modules", "haiku": "jax-modules"}, user_code=True,
+                      detect=("jax", "flax", "equinox", "haiku", "praxis"), array_types=("jax",),
+                      from_numpy=from_numpy, module_types=("flax", "equinox", "haiku"), constructor=constructor,
+                      init_extras=init_extras, prepare_module=prepare_module, build=build, weights=weights,
+                      set_weight=set_weight, differentiate=differentiate, differentiates_modules=False)

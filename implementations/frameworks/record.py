@@ -49,6 +49,8 @@ class Framework:
     missing     () -> a reason it cannot run here beyond a missing module (a compiler), or None
     A user's module class (`check CLASS`):
     module_types  prefixes of the modules of a class's bases that make it this framework's module
+    constructor  cls -> what builds its modules: the class itself, or a stand-in that builds it
+                where its framework allows (haiku: inside hk.transform, at `build`)
     init_extras  cls -> extra constructor arguments its modules need (flax nnx: rngs)
     prepare_module  (module, x) -> the module, ready for inputs like x (e.g. moved to x's dtype)
     build       (module, x) -> None: whatever must run before its weights exist (keras: build)
@@ -81,6 +83,7 @@ class Framework:
     setup: Callable = _nothing
     missing: Callable = _nothing
     module_types: tuple[str, ...] = ()
+    constructor: Callable = _same
     init_extras: Callable = lambda cls: {}  # noqa: E731
     prepare_module: Callable = lambda module, x: module  # noqa: E731
     build: Callable = _nothing

@@ -115,12 +115,25 @@ class NeedsConfig:
     def __init__(self, config, layer_idx): ...
 
 
+class HaikuLike:  # haiku's LayerNorm: a required axis and required switches for its params
+    def __init__(self, axis, create_scale, create_offset, eps=1e-5, name=None): ...
+
+
 def test_constructors_receive_the_span_and_eps_under_their_own_names():
     assert calls.default_init(KerasLayer, "KerasLayer").bind(VALUES) == ([], {"epsilon": 1e-6})
     assert calls.default_init(NnxLike, "NnxLike", provided=("rngs",)).bind(VALUES) == (
         [], {"num_features": 64, "epsilon": 1e-6})
-    with pytest.raises(TypeError, match="NeedsConfig needs config, layer_idx.*--init"):
+    with pytest.raises(TypeError, match="NeedsConfig needs layer_idx.*--init"):  # a config it gets: see test_user
         calls.default_init(NeedsConfig, "NeedsConfig")
+
+
+def test_a_required_axis_and_switches_are_what_the_op_decides():
+    """The axis normalised is x's last; a switch that creates a param is on when the op has that
+    operand (layer_norm: weight and bias; rms_norm: the weight only)."""
+    template = calls.default_init(HaikuLike, "HaikuLike", operands=("x", "weight", "bias"))
+    assert template.bind(VALUES) == ([], {"axis": -1, "create_scale": True, "create_offset": True, "eps": 1e-6})
+    template = calls.default_init(HaikuLike, "HaikuLike", operands=("x", "weight"))
+    assert template.bind(VALUES)[1]["create_offset"] is False
 
 
 def test_a_template_builds_tuples_from_names():

@@ -100,19 +100,46 @@ def test_a_class_nobody_can_build_asks_for_init_and_init_builds_it(tmp_path):
         import numpy as np
 
         class Norm:
-            def __init__(self, config, dim=None, eps=None):
-                assert config is None and dim == 64
+            def __init__(self, layer_idx, dim=None, eps=None):
+                assert layer_idx is None and dim == 64
                 self.eps, self.weight = eps, np.ones(dim, np.float32)
 
             def __call__(self, x):
                 xf = x.astype(np.float32)
                 return (xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + self.eps) * self.weight).astype(x.dtype)
         """)
-    with pytest.raises(TypeError, match="Norm needs config, which normdiff cannot tell what to give: say how to build "
-                                        "it with --init"):
+    with pytest.raises(TypeError, match="Norm needs layer_idx, which normdiff cannot tell what to give: say how to "
+                                        "build it with --init"):
         make_adapter(f"{path}:Norm", "numpy", "rms_norm")
     adapter = make_adapter(f"{path}:Norm", "numpy", "rms_norm", init="Cls(None, dim=dim, eps=eps)")
     assert np.allclose(_run(adapter), _expected(), rtol=1e-5)
+
+
+def test_a_class_built_from_a_config_reads_the_usual_names(tmp_path):
+    """HF-style `__init__(self, config)`: a config carrying hidden_size, rms_norm_eps, ... (the span
+    and the case's eps); one reading a name no config of normdiff's has is told to write --init."""
+    path = _module(tmp_path, """
+        import numpy as np
+
+        class Norm:
+            def __init__(self, config):
+                self.eps, self.weight = config.rms_norm_eps, np.ones(config.hidden_size, np.float32)
+
+            def __call__(self, x):
+                xf = x.astype(np.float32)
+                return (xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + self.eps) * self.weight).astype(x.dtype)
+
+        class Odd(Norm):
+            def __init__(self, config):
+                super().__init__(config)
+                self.extra = config.vocab_size
+        """)
+    adapter = make_adapter(f"{path}:Norm", "numpy", "rms_norm")
+    assert {"dim", "eps"} <= adapter.takes  # a config carries both: the check runs every eps
+    assert np.allclose(_run(adapter), _expected(), rtol=1e-5)
+    with pytest.raises(TypeError, match=r"Odd cannot be built as Cls\(config=config\): the config normdiff gives "
+                                        r"carries hidden_size.*vocab_size.*--init"):
+        _run(make_adapter(f"{path}:Odd", "numpy", "rms_norm"))
 
 
 def _onnx_graph():

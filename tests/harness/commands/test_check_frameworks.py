@@ -204,3 +204,73 @@ def test_keras_is_run_on_the_backend_configured():
                           capture_output=True, text=True, timeout=600, env=env)
     result = json.loads(proc.stdout)
     assert proc.returncode == 0 and result["verdict"] == "agrees", result
+
+
+# ---- JAX's module systems, called as their frameworks call them (implementations/jax_modules.py) ----
+
+def _jax_library(module: str):
+    """Skip where an optional JAX module library is not installed."""
+    return pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec(module) is None,
+                              reason=f"{module} is not installed (pip install 'normdiff[jax-modules]')")
+
+
+@_jax_library("equinox")
+def test_equinox_rms_norm_is_vmapped_and_agrees():
+    # built as RMSNorm(shape=dim, eps=eps), called one row at a time through jax.vmap
+    code, result = check("equinox.nn:RMSNorm", "--op", "rms_norm", "--convention", "olmo2", "--dtype", "bfloat16")
+    assert code == 0
+    agrees(result, "jax", ["bfloat16"])
+
+
+@_jax_library("flax")
+def test_flax_linen_layer_norm_is_initialised_and_applied_and_agrees():
+    code, result = check("flax.linen:LayerNorm", "--op", "layer_norm", "--convention", "torch", "--dtype", "bfloat16",
+                         "--init", "Cls(epsilon=eps, use_fast_variance=False)")
+    assert code == 0 and result["verdict"] == "agrees", result["message"] or result["cases"]
+    assert result["cases"]["agree"] == result["cases"]["total"] > 0
+    assert "float32 for bfloat16 input" in result["output_dtype"]  # linen's float32 params promote
+
+
+LINEN_EPS_OUTSIDE = '''
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+class RMSNorm(nn.Module):
+    epsilon: float = 1e-6
+
+    @nn.compact
+    def __call__(self, x):
+        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],))
+        xf = x.astype(jnp.float32)
+        rms = jnp.sqrt(jnp.mean(xf * xf, axis=-1, keepdims=True))
+        return (xf / (rms + self.epsilon) * scale).astype(x.dtype)  # the bug: eps outside the root
+'''
+
+HAIKU_EPS_OUTSIDE = '''
+import haiku as hk
+import jax.numpy as jnp
+
+
+class RMSNorm(hk.Module):
+    def __init__(self, eps=1e-5, name=None):
+        super().__init__(name=name)
+        self.eps = eps
+
+    def __call__(self, x):
+        scale = hk.get_parameter("scale", (x.shape[-1],), jnp.float32, init=jnp.ones)
+        xf = x.astype(jnp.float32)
+        rms = jnp.sqrt(jnp.mean(xf * xf, axis=-1, keepdims=True))
+        return (xf / (rms + self.eps) * scale).astype(x.dtype)  # the bug: eps outside the root
+'''
+
+
+@pytest.mark.parametrize("library, source", [("flax", LINEN_EPS_OUTSIDE), ("haiku", HAIKU_EPS_OUTSIDE)])
+def test_a_user_module_with_eps_outside_the_root_disagrees(tmp_path, library, source):
+    if importlib.util.find_spec("jax") is None or importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is not installed (pip install 'normdiff[jax-modules]')")
+    path = tmp_path / "my_norm.py"
+    path.write_text(source)
+    code, result = check(f"{path}:RMSNorm", "--op", "rms_norm", "--convention", "olmo2", "--dtype", "float32")
+    assert code == 1 and result["framework"] == "jax"
+    diagnosed(result, "eps-outside-sqrt")
