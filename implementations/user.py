@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 import numpy as np
 
@@ -51,6 +52,13 @@ MODULE_OPERANDS = ("weight", "bias")
 # function's parameter, `offset` more often means a weight offset, so it is no alias of the bias)
 BIAS_PARAMETERS = calls.ALIASES["bias"] + ("offset",)
 
+
+
+# What a module without a weight or a bias parameter gets on a case that has one (its error rows'
+# detail): `normdiff check` judges such a module with the operand's identity only (check.py)
+HAS_NO = "has no"
+FOUND_NO_GRADIENT = "found no parameter to differentiate for the"
+MISSING_OPERAND = re.compile(rf"{HAS_NO} (\w+) parameter \(normdiff looks for|{FOUND_NO_GRADIENT} (\w+)\b")
 
 def make_adapter(target: UserTarget | str, framework: str = "", op: str = "", call: str = "", init: str = "",
                  weight_attr: str = "", forced: bool = False):
@@ -131,7 +139,11 @@ def _build(fn, template: calls.Template, values: dict, extras: dict, shown: str)
     try:
         return fn(*args, **kwargs)
     except TypeError as exc:
-        raise TypeError(f"{shown} cannot be built as {template.text}: {exc}") from None
+        # a constructor that indexes or measures its size argument wants a shape tuple (nn.LayerNorm's
+        # subclasses: hidden_size[-1]), which a template can give
+        shape = " (it wants a shape: --init 'Cls((dim,), eps=eps)')" if re.search(
+            r"not subscriptable|has no len|not iterable", str(exc)) else ""
+        raise TypeError(f"{shown} cannot be built as {template.text}: {exc}{shape}") from None
     except AttributeError as exc:
         if "config" not in template.names():
             raise
@@ -290,7 +302,7 @@ class ClassAdapter:
             if operand in held:
                 self._set_weight(module, held[operand], arrays[operand])
             elif not _identity(arrays, operand, contract):
-                raise TypeError(f"{self.shown} has no {operand} parameter (normdiff looks for "
+                raise TypeError(f"{self.shown} {HAS_NO} {operand} parameter (normdiff looks for "
                                 f"{' / '.join(calls.ALIASES[operand])} of shape ({values['dim']},)), and this case's "
                                 f"{operand} is not the identity")
         return module
@@ -311,6 +323,9 @@ class ClassAdapter:
             fitting = named if len(named) == 1 else fitting
         if not fitting and optional:
             return None
+        if not found:  # no parameter at all (MISSING_OPERAND: check judges it with w = ones only)
+            raise TypeError(f"{self.shown} {HAS_NO} weight parameter (normdiff looks for its gain as the one parameter "
+                            f"of shape ({span},) and found no parameters; name it with --weight-attr)")
         if len(fitting) != 1:
             which = "none" if not fitting else ", ".join(fitting)
             raise TypeError(f"{self.shown}: normdiff looks for its gain as the one parameter of shape ({span},) and "
@@ -587,7 +602,7 @@ class DifferentiatedForward:
         grads = self.framework.differentiate(run, floats, dy, params)
         for operand in held:
             if operand not in grads:
-                raise TypeError(f"{adapter.shown}: normdiff found no parameter to differentiate for the {operand}")
+                raise TypeError(f"{adapter.shown}: normdiff {FOUND_NO_GRADIENT} {operand}")
         return grads
 
 

@@ -34,6 +34,7 @@ from normdiff.harness.engine.columns import C
 from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.tables import repro_command
 from normdiff.implementations.entry import Implementation
+from normdiff.implementations.user import MISSING_OPERAND
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
 from normdiff.text import columns, general
@@ -60,6 +61,7 @@ class CheckResult:
     # the suite's cases in a memory layout its framework cannot give it (no strides), left out
     layouts_skipped: str = ""
     eps_note: str = ""  # code that takes no eps: at which eps it was judged
+    operand_note: str = ""  # a module without a weight or bias parameter: judged with the identity only
     # the known findings its rows show (engine/verdict.py): {explanation, cases, example}
     known_findings: list = field(default_factory=list)
     report: object = None  # the full Report, for the curious
@@ -75,7 +77,8 @@ class CheckResult:
                 "fits": [f.as_dict() for f in self.diagnosis.fits], "worst_case": self.worst_case,
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
                 "message": self.message, "layouts_skipped": self.layouts_skipped,
-                "known_findings": self.known_findings, "eps_note": self.eps_note, "rows": self.rows}
+                "known_findings": self.known_findings, "eps_note": self.eps_note,
+                "operand_note": self.operand_note, "rows": self.rows}
 
 
 def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
@@ -142,13 +145,36 @@ def _at_the_eps_it_takes(report, impl: Implementation, op: str, convention: str,
     keep = report.results[C.eps].astype(float) == float(at)
     if keep.all():
         return report, f"takes no eps: judged at {general(at)}, the eps it was given"
-    ids = set(report.results.loc[keep, C.case_id])
-    report = dataclasses.replace(report, results=report.results[keep].reset_index(drop=True),
-                                 pairs=report.pairs[report.pairs["case_id"].isin(ids)].reset_index(drop=True),
-                                 outputs={k: v for k, v in report.outputs.items() if k[0] in ids},
-                                 cases=tuple(c for c in report.cases if c.id in ids))
+    report = _only(report, keep)
     return report, (f"takes no eps: judged at {general(at)} only ({int((~keep).sum())} cases at other eps values "
                     "left out; give --eps for its model's value)")
+
+
+def _with_the_operands_it_has(report):
+    """The report without the rows a module could not be given because it has no such parameter (a
+    LayerNorm built without a bias, an RMSNorm without a weight: implementations/user.py
+    MISSING_OPERAND), and what to say of it. Like code that takes no eps, it is judged where it can
+    be, at the operand's identity (w = ones, b = zeros), which the suite has; a module that cannot
+    take a case's operand is not wrong for its model. Nothing is left out when no row would remain."""
+    rows = report.results
+    found = rows[C.detail].fillna("").astype(str).str.extract(MISSING_OPERAND)
+    missing = found[0].fillna(found[1])
+    left_out = missing.notna() & (rows[C.outcome].astype(str) == "error")
+    if not left_out.any() or left_out.all():
+        return report, ""
+    names = sorted(set(missing[left_out]))
+    report = _only(report, ~left_out)
+    return report, (f"has no {' or '.join(names)} parameter: judged with the identity only "
+                    f"({int(left_out.sum())} cases that need one left out)")
+
+
+def _only(report, keep):
+    """The report's rows where `keep`, and the cases, outputs and pairs of those rows."""
+    ids = set(report.results.loc[keep, C.case_id])
+    return dataclasses.replace(report, results=report.results[keep].reset_index(drop=True),
+                               pairs=report.pairs[report.pairs["case_id"].isin(ids)].reset_index(drop=True),
+                               outputs={k: v for k, v in report.outputs.items() if k[0] in ids},
+                               cases=tuple(c for c in report.cases if c.id in ids))
 
 
 def _laid_out_for(impl: Implementation, cases: suites.Suite) -> tuple[suites.Suite, str]:
@@ -197,6 +223,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     cases, skipped = _laid_out_for(impl, cases)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
+    report, operand_note = _with_the_operands_it_has(report)
     rows = report.results
     outcome = rows[C.outcome].astype(str)
     said = verdicts.row_verdicts(rows)
@@ -209,7 +236,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
               "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
     result = CheckResult(verdicts.check(rows), op, convention, impl.name, impl.framework, counts, report=report)
-    result.eps_note = eps_note
+    result.eps_note, result.operand_note = eps_note, operand_note
     result.output_dtype = _output_dtype(rows)
     result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
@@ -344,6 +371,8 @@ def describe(result: CheckResult, target: str) -> str:
                      f"{finding['explanation']}")
     if result.eps_note:
         lines.append(f"  eps: {result.eps_note}")
+    if result.operand_note:
+        lines.append(f"  operands: {result.operand_note}")
     if result.output_dtype:
         lines.append(f"  output dtype: {one(result.output_dtype)}")
     if result.layouts_skipped:

@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from multiprocessing.connection import Connection
 
 from dataclasses import replace
@@ -50,9 +51,21 @@ def _adapter(impl, pass_: str = "forward"):
 
 
 def _describe(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
+    """The error as a user reads it, with where it happened in *their* code (or the library it
+    calls): the innermost frame outside normdiff's own modules; none when normdiff raised it (a
+    binding message says what to do, and a path into normdiff would only mislead)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _own(f.filename)]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+_PACKAGE = Path(__file__).resolve().parents[2]  # normdiff's root: its modules' folders are below it
+_OWN = tuple(str(_PACKAGE / folder) + os.sep for folder in ("harness", "implementations", "cases", "reports",
+                                                            "normdiff", "strategies"))
+
+
+def _own(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_OWN)
 
 
 def _exited(exc: BaseException) -> str:

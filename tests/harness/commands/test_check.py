@@ -310,3 +310,14 @@ def test_a_fused_add_rounding_its_sum_first_is_judged_by_the_conventions_chain(c
     assert result["verdict"] == verdict, result
     if verdict == "disagrees":
         assert result["diagnosis"][0]["bug"] == "add-sum-rounded-first"
+
+
+def test_a_module_without_a_bias_is_judged_with_the_identity_bias_only():
+    # like code that takes no eps: nn.LayerNorm(bias=False) cannot be given a case's bias, and is
+    # not wrong for its model; the cases with b=zeros judge it, and the output says so
+    pytest.importorskip("torch")
+    code, result = check("torch.nn:LayerNorm", "--op", "layer_norm", "--convention", "torch",
+                         "--init", "Cls(dim, eps=eps, bias=False)", "--dtype", "bf16")
+    assert code == 0 and result["verdict"] == "agrees", result
+    assert result["operand_note"].startswith("has no bias parameter: judged with the identity only")
+    assert all("/b=zeros" in row["case_id"] for row in result["rows"])

@@ -233,3 +233,23 @@ def test_a_change_is_found_at_every_element_width(dtype):
     assert changed_inputs(before, arrays) is None
     arrays["x"][1, 2] = 1
     assert "1 of 6 elements changed" in changed_inputs(before, arrays)
+
+
+def test_an_error_points_at_the_users_code_never_at_normdiffs(tmp_path):
+    from normdiff.harness.engine import worker
+    user = tmp_path / "user_code.py"
+    user.write_text("def boom():\n    raise ValueError('bad shape')\n")
+    namespace = {}
+    exec(compile(user.read_text(), str(user), "exec"), namespace)
+    try:
+        namespace["boom"]()
+    except ValueError as exc:
+        said = worker._describe(exc)
+    assert said == f"ValueError: bad shape (at {user}:2)"
+    try:  # a binding message of normdiff's own: no path into normdiff
+        from normdiff.implementations import user as user_adapters
+        user_adapters._build(lambda: None, __import__("normdiff.implementations.calls", fromlist=["parse"]).parse(
+            "Cls(dim)", {"dim"}), {"dim": 4}, {}, "Norm")
+    except TypeError as exc:  # (its traceback without this test's own frame, as in a worker)
+        said = worker._describe(exc.with_traceback(exc.__traceback__.tb_next))
+    assert said.startswith("TypeError: Norm cannot be built as Cls(dim)") and "(at " not in said
