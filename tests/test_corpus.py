@@ -29,9 +29,7 @@ def test_every_entry_is_well_formed_and_each_fix_names_its_bug():
             assert e.expected_verdict == "disagrees" and (e.expected_bug or e.expect.get("says")), e.id
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
-def test_each_entry_gets_what_a_user_should(entry):
+def _gets_what_a_user_should(entry):
     missing = [m for m in entry.meta.get("requires", []) if importlib.util.find_spec(m) is None]
     if missing:  # an optional library (pip install 'normdiff[jax-modules]')
         pytest.skip(f"{', '.join(missing)} not installed")
@@ -42,3 +40,29 @@ def test_each_entry_gets_what_a_user_should(entry):
         assert not as_expected, f"{entry.id}: normdiff now gets this right ({got}): clear its `open`"
     else:
         assert as_expected, f"{entry.id}: expected {entry.expected_verdict} {entry.expected_bug}, got {got}"
+
+
+# Each entry is a `normdiff check` of its own (seconds to tens of seconds): the entries are dealt to
+# SHARDS classes, which `make test`'s xdist --dist loadscope sends to different workers (one module
+# would keep them all on one)
+SHARDS = 4
+
+
+def _shard(k: int) -> list:
+    return [pytest.param(e, id=e.id) for i, e in enumerate(ENTRIES) if i % SHARDS == k]
+
+
+def _shard_class(k: int) -> type:
+    """A test class of the k-th shard of the entries (named TestEntries<k>, collected as such)."""
+    @pytest.mark.slow
+    class Shard:
+        @pytest.mark.parametrize("entry", _shard(k))
+        def test_each_entry_gets_what_a_user_should(self, entry):
+            _gets_what_a_user_should(entry)
+
+    Shard.__name__ = Shard.__qualname__ = f"TestEntries{k}"
+    return Shard
+
+
+for _k in range(SHARDS):
+    globals()[f"TestEntries{_k}"] = _shard_class(_k)

@@ -33,6 +33,7 @@ from normdiff.harness.engine import columns as table_columns
 from normdiff.harness.engine.columns import C
 from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.tables import repro_command
+from normdiff.harness.data.ops import OPS
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.user import MISSING_OPERAND
 from normdiff.reports import messages
@@ -150,21 +151,33 @@ def _at_the_eps_it_takes(report, impl: Implementation, op: str, convention: str,
                     "left out; give --eps for its model's value)")
 
 
-def _with_the_operands_it_has(report):
-    """The report without the rows a module could not be given because it has no such parameter (a
-    LayerNorm built without a bias, an RMSNorm without a weight: implementations/user.py
-    MISSING_OPERAND), and what to say of it. Like code that takes no eps, it is judged where it can
-    be, at the operand's identity (w = ones, b = zeros), which the suite has; a module that cannot
-    take a case's operand is not wrong for its model. Nothing is left out when no row would remain."""
+# the operands whose identity a case can hold (w = ones, b = zeros): code without them is judged there
+IDENTITY_OPERANDS = ("weight", "bias")
+
+
+def _with_the_operands_it_has(report, impl: Implementation, op: str):
+    """The report without the rows of operands the code cannot take, and what to say of it: a
+    function whose call binds no weight or bias (jax.nn.standardize), a module without such a
+    parameter (a LayerNorm built without a bias: implementations/user.py MISSING_OPERAND). Like code
+    that takes no eps, it is judged where it can be, at the operand's identity (w = ones, b =
+    zeros), which the suite has; code that cannot take a case's operand is not wrong for its model.
+    Nothing is left out when no row would remain."""
     rows = report.results
     found = rows[C.detail].fillna("").astype(str).str.extract(MISSING_OPERAND)
     missing = found[0].fillna(found[1])
     left_out = missing.notna() & (rows[C.outcome].astype(str) == "error")
+    takes = (report.meta.get("takes") or {}).get(impl.name)
+    for operand in OPS[op].operands if takes is not None else ():
+        if operand.name in IDENTITY_OPERANDS and operand.name not in takes:
+            # another value than the identity, or the gradient of an operand it never received
+            other = (rows[operand.column].astype(str) != operand.default) | (rows[C.output] == operand.gradient)
+            missing = missing.where(~other | missing.notna(), operand.name)
+            left_out |= other
     if not left_out.any() or left_out.all():
         return report, ""
     names = sorted(set(missing[left_out]))
     report = _only(report, ~left_out)
-    return report, (f"has no {' or '.join(names)} parameter: judged with the identity only "
+    return report, (f"takes no {' or '.join(names)}: judged with the identity only "
                     f"({int(left_out.sum())} cases that need one left out)")
 
 
@@ -223,7 +236,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     cases, skipped = _laid_out_for(impl, cases)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
-    report, operand_note = _with_the_operands_it_has(report)
+    report, operand_note = _with_the_operands_it_has(report, impl, op)
     rows = report.results
     outcome = rows[C.outcome].astype(str)
     said = verdicts.row_verdicts(rows)

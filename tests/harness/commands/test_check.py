@@ -319,5 +319,5 @@ def test_a_module_without_a_bias_is_judged_with_the_identity_bias_only():
     code, result = check("torch.nn:LayerNorm", "--op", "layer_norm", "--convention", "torch",
                          "--init", "Cls(dim, eps=eps, bias=False)", "--dtype", "bf16")
     assert code == 0 and result["verdict"] == "agrees", result
-    assert result["operand_note"].startswith("has no bias parameter: judged with the identity only")
+    assert result["operand_note"].startswith("takes no bias: judged with the identity only")
     assert all("/b=zeros" in row["case_id"] for row in result["rows"])
