@@ -66,7 +66,9 @@ KEPT = {
     # operand arrays (the op records' operand names), not the results table's regime columns
     ("harness/engine/judge.py", "arrays"): ("gate", "the gate operand's array"),
     ("harness/engine/oracle.py", "arrays"): ("bias", "the bias operand's array"),
-    ("harness/analysis/fitting.py", "a"): ("gate", "the gate operand's array"),
+    ("harness/analysis/fitting.py", "a"): ("gate bias", "the gate and bias operands' arrays"),
+    # a candidate's contract changes (knob -> value), not a column
+    ("harness/analysis/diagnosis.py", "changes"): ("eps", "a candidate change's eps knob"),
     # the pairs table's own columns (engine/pairs.py COLUMNS), measured from outcomes, not from results
     ("harness/engine/pairs.py", "row"): ("max_ulp", "one pair's distance"),
     ("harness/engine/tables.py", "table"): ("case_id", "pairs_frame sorts the pairs table"),
