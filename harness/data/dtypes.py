@@ -61,7 +61,23 @@ class FloatFormat:
         with np.errstate(over="ignore", invalid="ignore"):  # beyond the range is inf, as in a real cast
             if self.mantissa_bits >= 23 or self.np_dtype == np.float16:  # NumPy rounds these once
                 return values.astype(self.np_dtype)
-            return _to_odd_float32(values).astype(self.np_dtype)
+            return _round_bits(values, self).astype(self.np_dtype)
+
+
+def _round_bits(values: np.ndarray, fmt: "FloatFormat") -> np.ndarray:
+    """float64 values rounded to nearest even at `fmt`'s precision, still float64 (then exact in the
+    format): the float64 bits plus half an ulp of the target less one, plus its last kept bit, with
+    the dropped bits cleared (the carry moves into the exponent where it must). Where the format's
+    precision shrinks (its subnormals) or a value is not finite, the round-to-odd path instead."""
+    drop = np.uint64(52 - fmt.mantissa_bits)
+    bits = values.view(np.uint64)
+    kept = (bits >> drop) & np.uint64(1)
+    rounded = ((bits + (np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1) + kept) >> drop) << drop
+    out = rounded.view(np.float64)
+    odd = ~np.isfinite(values) | (np.abs(values) < 2.0 ** fmt.min_exponent)
+    if odd.any():
+        out = np.where(odd, _to_odd_float32(values).astype(fmt.np_dtype).astype(np.float64), out)
+    return out
 
 
 def _to_odd_float32(values: np.ndarray) -> np.ndarray:

@@ -119,10 +119,10 @@ class _Rounding:
 
     def __call__(self, v: np.ndarray, dtype, final: bool = False) -> np.ndarray:
         v = np.asarray(v, dtype=np.float64)
-        if self.slack:
-            error = self.relative * np.abs(v)
-            if final and self.floor is not None:  # counted no finer than the floor (a centring's)
-                error = np.maximum(error, self.relative * np.broadcast_to(self.floor, v.shape))
+        if self.slack and final and self.floor is not None:  # counted no finer than the floor (a centring's)
+            error = np.maximum(self.relative * np.abs(v), self.relative * np.broadcast_to(self.floor, v.shape))
             with np.errstate(invalid="ignore"):
                 v = v + self.slack * error * np.where(v < 0, -1.0, 1.0)
+        elif self.slack:  # |v| moved by its relative error: v (1 +- relative), one product
+            v = v * (1.0 + self.slack * self.relative)
         return self.fmt.cast(v)
