@@ -111,7 +111,7 @@ def test_a_crash_is_a_failure_shrunk_like_any_other(capsys):
     (["-i", "numpy", "--op", "layer_norm", "--convention", "qwen3"], "nothing to fuzz: numpy implement(s) no "
                                                                        "layer_norm@qwen3"),
     (["-i", "gamma-plus-one", "--pass", "backward"], "gamma-plus-one has no backward pass"),
-    (["-i", "numpy", "--call", "f(x, weight, eps)"], "--call apply to --with TARGET"),
+    (["-i", "numpy", "--call", "f(x, weight, eps)"], "--call apply to --target TARGET"),
     (["-i", "numpy", "--dtype", "float64"], "no ULP budget"),
     (["-i", "numpy", "--regime", "no_such_regime"], "unknown input regime"),
     (["--with", "nosuch.py:f", "--op", "rms_norm", "--convention", "qwen3"], "file not found"),
