@@ -708,7 +708,8 @@ def _kind_value(flag: str, given: str, kinds) -> tuple[str, str]:
     """model's `--target KIND=TARGET` / `--command KIND=CMD`: the kind (resolved as a name) and the value."""
     kind, sep, value = given.partition("=")
     if not sep or not value.strip():
-        raise UsageError(f"{flag} {given!r}: write KIND={flag.strip('-').upper()}, KIND one of {', '.join(kinds)}")
+        raise UsageError(f"{flag} {given!r}: write KIND={'CMD' if flag == '--command' else 'TARGET'}, "
+                         f"KIND one of {', '.join(kinds)}")
     return names.resolve("site kind", kind, kinds), value
 
 
