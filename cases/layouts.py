@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 
 ROWS, PER_CASE = "rows", "case"  # which operands a layout lays out
 PAD = 64  # the extra elements a padded row carries: a slice of a wider tensor (qkv[..., :width])

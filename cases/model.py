@@ -41,7 +41,8 @@ from normdiff.cases import layouts, regimes
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import CASE, Op, Operand, get_op
 from normdiff.text import general, number
 

@@ -13,7 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import OPS
 
 Array = np.ndarray

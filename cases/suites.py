@@ -28,7 +28,6 @@ group, the key and the fix, never as a traceback, a silently empty grid or a mac
 """
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import math
@@ -45,7 +44,8 @@ from normdiff.cases.model import Case, check_size
 from normdiff.harness.data.budgets import CHAINS
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import FORMATS, get_format
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import nearest, unknown
 from normdiff.harness.data.ops import OPS, PASSES
 from normdiff.text import byte_size
 
@@ -125,8 +125,7 @@ def load(name_or_path: str) -> Suite:
     if not (path.suffix == ".toml" and path.exists()):
         suites = available()
         if name_or_path not in suites:
-            raise SuiteError(f"unknown suite {name_or_path!r}; known: {', '.join(suites)} "
-                             "(or give a path to a .toml suite file)")
+            raise SuiteError(f"{unknown('suite', name_or_path, suites)} (or give a path to a .toml suite file)")
         path = suites[name_or_path]
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -234,14 +233,14 @@ def _check_name(key: str, item, what: str, known) -> None:
             raise UsageError(f"'{key}': {item!r} has no ULP budget (harness/data/budgets.py), so its cases "
                              f"could not be judged; known: {', '.join(known)}")
     if name not in known:
-        raise UsageError(f"'{key}': {unknown(what, item, known)}{_did_you_mean(item, known)}")
+        raise UsageError(f"'{key}': {unknown(what, item, known)}")
 
 
 def _check_regime(key: str, item, what: str, known) -> None:
     _check_string(key, item)
     name = regimes.split(item)[0]
     if name not in known:
-        raise UsageError(f"'{key}': {unknown(what, name, known)}{_did_you_mean(name, known)}")
+        raise UsageError(f"'{key}': {unknown(what, name, known)}")
     try:
         regimes.check_input_regime(item, None)  # the parameter; whether the op has heads: at its case
     except UsageError as exc:
@@ -311,7 +310,7 @@ def _unknown_keys(extra: list, known, what: str) -> str:
 
 
 def _did_you_mean(value: str, known) -> str:
-    close = difflib.get_close_matches(str(value), [str(k) for k in known], n=1)
+    close = nearest(value, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.implementations.frameworks import FRAMEWORKS
 
 if TYPE_CHECKING:

@@ -126,7 +126,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
-from normdiff.harness.data.errors import unknown
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.rope import angles as rope_angles
 from normdiff.implementations.numpy_own import _to_dtype
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.implementations import catalog
 from normdiff.implementations.entry import Implementation
 
@@ -23,7 +24,7 @@ def implementations() -> list[Implementation]:
 
 def get(name: str) -> Implementation:
     if name not in _builtins():
-        raise UsageError(unknown("implementation", name, _builtins()))
+        raise UsageError(unknown("implementation", name, _builtins(), "normdiff list implementations"))
     return _builtins()[name]
 
 

@@ -48,7 +48,8 @@ from normdiff.cases.model import MAX_CASE_ELEMENTS, MAX_WIDTH, Case
 from normdiff.cases.suites import BUDGETED_DTYPES
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import get_format
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import CASE, OPS, PASSES, get_op
 
 __all__ = ["cases", "case_ids", "op_conventions", "dtypes", "shapes_for", "input_regimes", "operand_regimes",

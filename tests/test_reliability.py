@@ -178,7 +178,7 @@ ATTEMPTS = [
             2, r"b.json", "absent", {**TINY, "b.json": "{not json"}),
     Attempt("unknown-suite", ["run", "--suite", "nosuch"], 2, r"unknown suite 'nosuch'; known: default, large, smoke"),
     Attempt("unknown-implementation", ["run", "-i", "nosuch"], 2, r"nosuch.*known"),
-    Attempt("op-without-with", ["run", "--op", "rms_norm"], 2, r"applies to the --with before it"),
+    Attempt("op-without-with", ["run", "--op", "rms_norm"], 2, r"applies to the --target before it"),
     Attempt("check-nothing", ["check", "--op", "rms_norm", "--convention", "qwen3"], 2, r"nothing to check"),
     Attempt("check-missing-file", check("nosuch.py:f"), 2, r"file not found: nosuch.py"),
     # suite files: a schema, the file and group named

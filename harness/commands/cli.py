@@ -17,7 +17,8 @@ import signal
 import sys
 import traceback
 
-from normdiff import interrupts, processes
+from normdiff import __version__, interrupts, processes
+from normdiff.harness.data import names
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
@@ -27,11 +28,45 @@ USAGE_ERROR = 2
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h)
 
 
+# Old spellings of a flag, still read so that scripts keep working, each with a warning that names
+# the new one (one dialect: `--target` is your code and `--command` a program, in every subcommand).
+RENAMED = {"--with": "--target", "--with-command": "--command"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is a UsageError like any other: main prints it once, as
+    text or (with --json) as the one JSON object, and exits 2."""
+
+    def error(self, message):
+        raise _ParseError(f"{message} (normdiff {self.prog.partition(' ')[2] or ''} --help shows an example)"
+                          .replace("normdiff  --help", "normdiff --help"), self.format_usage())
+
+
+class _ParseError(UsageError):
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.usage = usage
+
+
+def _warn_renamed(option: str | None) -> None:
+    if option in RENAMED:
+        print(f"normdiff: warning: {option} is deprecated; write {RENAMED[option]} (same meaning)", file=sys.stderr)
+
+
+class _Store(argparse.Action):
+    """A plain store that warns when the flag was given by an old spelling."""
+
+    def __call__(self, parser, namespace, value, option=None):
+        _warn_renamed(option)
+        setattr(namespace, self.dest, value)
+
+
 class _With(argparse.Action):
-    """`--with TARGET` / `--with-command CMD` start a user implementation for `run`; the options
+    """`--target TARGET` / `--command CMD` start a user implementation for `run`; the options
     after it (--op, --convention, --call, ...) apply to it."""
 
     def __call__(self, parser, namespace, value, option=None):
+        _warn_renamed(option)
         namespace.withs = (getattr(namespace, "withs", None) or []) + [{self.dest: value}]
 
 
@@ -39,9 +74,9 @@ class _ForWith(argparse.Action):
     def __call__(self, parser, namespace, value, option=None):
         withs = getattr(namespace, "withs", None)
         if not withs:
-            parser.error(f"{option} applies to the --with before it: give --with TARGET (or --with-command CMD) first")
+            parser.error(f"{option} applies to the --target before it: give --target TARGET (or --command CMD) first")
         if self.dest in withs[-1]:
-            parser.error(f"{option} given twice for --with {next(iter(withs[-1].values()))}")
+            parser.error(f"{option} given twice for --target {next(iter(withs[-1].values()))}")
         withs[-1][self.dest] = value
 
 
@@ -56,6 +91,58 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _known(kind: str):
+    """The names of `kind` a user may type, imported only when such a name is given."""
+    if kind == "op":
+        return OPS
+    if kind == "convention":
+        from normdiff.harness.data.conventions import CONVENTIONS
+        return CONVENTIONS
+    if kind == "implementation":
+        from normdiff.implementations import registry
+        return [i.name for i in registry.implementations()]
+    if kind == "bug":
+        from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
+        from normdiff.harness.data.bugs import BUGS
+        return {**BUGS, **BACKWARD_BUGS}
+    if kind == "suite":
+        from normdiff.cases import suites
+        return suites.available()
+    if kind == "dtype":
+        from normdiff.harness.data.dtypes import _ALIASES, FORMATS
+        return [*FORMATS, *_ALIASES]
+    from normdiff.cases.regimes import INPUT_REGIMES
+    return INPUT_REGIMES
+
+
+def resolve_name(kind: str, text: str) -> str:
+    """The known name of `kind` that `text` means (case and -, _, ., spaces aside), or a UsageError
+    suggesting the nearest. A suite may also be a .toml path, a regime carry its :parameter, and a
+    dtype be an alias (bf16), read as the dtype it names."""
+    if kind == "suite" and text.endswith(".toml"):
+        return text
+    if kind == "regime":
+        name, sep, param = text.partition(":")
+        return names.resolve("input regime", name, _known(kind)) + sep + param
+    name = names.resolve(kind, text, _known(kind), f"normdiff list {kind}s")
+    if kind == "dtype":
+        from normdiff.harness.data.dtypes import get_format
+        return get_format(name).name
+    return name
+
+
+def _name(kind: str, known=None):
+    """An argparse type: a `kind` name (one of `known`, when given), resolved (argparse shows an
+    ArgumentTypeError's message)."""
+    def parse(text: str) -> str:
+        try:
+            return names.resolve(kind, text, known) if known else resolve_name(kind, text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = kind
+    return parse
+
+
 def _timeout_options(p) -> None:
     p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds one call may take; importing an "
                    "implementation may take as long, at least 15 s (default: %(default)s)")
@@ -63,10 +150,23 @@ def _timeout_options(p) -> None:
                    "implementation's other calls (default: they are reported as not run)")
 
 
-def _pass_option(p) -> None:
+def _pass_option(p, command: bool = True) -> None:
+    """--pass; its help speaks of --command only where the subcommand has one."""
     p.add_argument("--pass", dest="passes", choices=["forward", "backward", "both"], default=None,
                    help="which pass to judge: the forward's y, the backward's gradients (dx, dw, dgate), or both "
-                        "(default: both; a --command is a forward unless --pass says it also has a backward)")
+                        "(default: both" + ("; a --command is a forward unless --pass says it also has a backward)"
+                                            if command else ")"))
+
+
+def _json_option(p) -> None:
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object (a usage error too: "
+                                                       "{\"error\": ..., \"exit_code\": 2})")
+
+
+def _sub(sub, name: str, summary: str, example: str):
+    """A subcommand: its one-line summary in the top-level help, one example in its own."""
+    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.",
+                          epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _command_passes(asked: str | None) -> tuple[str, ...]:
@@ -89,13 +189,31 @@ def _user_code_options(p, action=None, what: str = "") -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="normdiff", description="Differential testing of LLM normalization layers.")
-    sub = p.add_subparsers(dest="subcommand", required=True)
-    run = sub.add_parser("run", help="run a suite over every available implementation and write a report")
-    run.add_argument("--suite", default="default", help="suite name (normdiff list suites) or path to a .toml file")
+    p = _Parser(prog="normdiff", description="Differential testing of LLM normalization layers.",
+                epilog="example:\n  normdiff check my_norm.py:rms_norm --op rms_norm --convention qwen3\n"
+                       "normdiff SUBCOMMAND --help shows its flags and an example.",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"normdiff {__version__}")
+    sub = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    _run_parser(sub)
+    _repro_parser(sub)
+    _check_parser(sub)
+    _explain_parser(sub)
+    _fuzz_parser(sub)
+    _weights_parser(sub)
+    _model_parser(sub)
+    _list_parser(sub)
+    return p
+
+
+def _run_parser(sub) -> None:
+    run = _sub(sub, "run", "run a suite over every available implementation and write a report",
+               "normdiff run --suite smoke -i numpy -i torch --out report")
+    run.add_argument("--suite", default="default", type=_name("suite"),
+                     help="suite name (normdiff list suites) or path to a .toml file")
     run.add_argument("--out", default="normdiff-report", help="report folder (default: %(default)s)")
     run.add_argument("--implementation", "-i", action="append", dest="implementations", metavar="NAME",
-                     help="run only this implementation (repeatable)")
+                     type=_name("implementation"), help="run only this implementation (repeatable)")
     _timeout_options(run)
     _pass_option(run)
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
@@ -110,69 +228,102 @@ def _parser() -> argparse.ArgumentParser:
                      help="also run the runtimes of the full tier (keras, tinygrad, torch.compile, an HF export "
                           "through onnxruntime), whose imports and compilations would more than double the "
                           "default run (normdiff list implementations shows each one's tier)")
-    run.add_argument("--with", action=_With, dest="target", metavar="TARGET",
+    run.add_argument("--target", "--with", action=_With, dest="target", metavar="TARGET",
                      help="also run your implementation (as for check; repeatable): --op and --convention, and "
-                          "--call / --init / --framework / --weight-attr, follow it")
-    run.add_argument("--with-command", action=_With, dest="command", metavar="CMD",
-                     help="also run an implementation in any language (as check --command; repeatable)")
-    run.add_argument("--op", action=_ForWith, help="the op of the --with before it")
-    run.add_argument("--convention", action=_ForWith, help="the convention the --with before it claims")
-    _user_code_options(run, _ForWith, " (of the --with before it)")
+                          "--call / --init / --framework / --weight-attr, follow it (--with: old spelling)")
+    run.add_argument("--command", "--with-command", action=_With, dest="command", metavar="CMD",
+                     help="also run an implementation in any language (as check --command; repeatable; "
+                          "--with-command: old spelling)")
+    run.add_argument("--op", action=_ForWith, type=_name("op"), help="the op of the --target before it")
+    run.add_argument("--convention", action=_ForWith, type=_name("convention"),
+                     help="the convention the --target before it claims")
+    _user_code_options(run, _ForWith, " (of the --target before it)")
+    _json_option(run)
     run.set_defaults(withs=[])
-    repro = sub.add_parser("repro", help="replay one case against one implementation (a results.csv row)")
+
+
+def _repro_parser(sub) -> None:
+    repro = _sub(sub, "repro", "replay one case against one implementation (a results.csv row)",
+                 "normdiff repro 'rms_norm@qwen3/bf16/8x1024/normal/w=trained' -i numpy")
     repro.add_argument("case_id", metavar="CASE_ID", help="a case id from results.csv, e.g. "
                                                           "'rms_norm@qwen3/bf16/8x1024/normal/w=trained'")
     which = repro.add_mutually_exclusive_group(required=True)
-    which.add_argument("--implementation", "-i", metavar="NAME", help="registered implementation")
+    which.add_argument("--implementation", "-i", metavar="NAME", type=_name("implementation"),
+                       help="registered implementation")
     which.add_argument("--target", help="your implementation, as for check (FILE.py:NAME, package.module:NAME, "
                                         "FILE.onnx)")
     which.add_argument("--command", help="an external command, as for check --command")
-    repro.add_argument("--op", help="the case's op (optional: the case id says it)")
-    repro.add_argument("--convention", help="the case's convention (optional: the case id says it)")
+    repro.add_argument("--op", type=_name("op"), help="the case's op (optional: the case id says it)")
+    repro.add_argument("--convention", type=_name("convention"),
+                       help="the case's convention (optional: the case id says it)")
     _user_code_options(repro)
     repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
                                                            "replays it without normdiff's runner")
     repro.add_argument("--timeout", type=_seconds, default=60.0, help="seconds the call may take (default: %(default)s)")
     _pass_option(repro)
-    check = sub.add_parser("check", help="judge your own implementation and diagnose its bug")
+    _json_option(repro)
+
+
+def _check_parser(sub) -> None:
+    check = _sub(sub, "check", "judge your own implementation and diagnose its bug",
+                 "normdiff check my_norm.py:rms_norm --op rms_norm --convention qwen3")
     check.add_argument("target", nargs="?", help="FILE.py:NAME, package.module:NAME (a function, a module class or "
-                                                 "a graph factory) or FILE.onnx")
-    check.add_argument("--op", required=True, help=", ".join(OPS))
-    check.add_argument("--convention", required=True, help="the convention it claims (normdiff list conventions)")
-    check.add_argument("--suite", default="default", help="suite whose cases of the op are run (default: %(default)s)")
+                                                 "a graph factory) or FILE.onnx (or give it as --target)")
+    check.add_argument("--target", dest="target_flag", metavar="TARGET", help="the same as the positional TARGET "
+                       "(the spelling run, repro, fuzz and model take)")
+    check.add_argument("--op", required=True, type=_name("op"), help=", ".join(OPS))
+    check.add_argument("--convention", "-c", required=True, type=_name("convention"),
+                       help="the convention it claims (normdiff list conventions)")
+    check.add_argument("--suite", default="default", type=_name("suite"),
+                       help="suite whose cases of the op are run (default: %(default)s)")
     _user_code_options(check)
     check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
                                          "INPUT.safetensors OUTPUT.safetensors appended (README)")
     check.add_argument("--eps", type=float, help="your model's eps: the cases that run at the convention's config "
                                                  "eps run at this one (the suite's other eps values still run)")
-    check.add_argument("--dtype", action="append", dest="dtypes", default=[], metavar="DTYPE",
-                       help="only the cases of this dtype (bfloat16, float16, float32; repeatable)")
-    check.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME",
-                       help="only the cases of this input regime (normal, tiny_rms, tiny_rms:1e-3, ...; repeatable)")
+    _case_filters(check)
     _timeout_options(check)
     _pass_option(check)
     check.add_argument("--out", metavar="DIR", help="also write the report folder run writes (results.csv, "
                                                     "summary.md, report.html, junit.xml)")
-    check.add_argument("--json", action="store_true", help="print exactly one JSON object (with a row per case)")
-    explain = sub.add_parser("explain", help="teaching view of a catalogued bug (no argument: the table)")
-    explain.add_argument("bug", nargs="?", help="bug id (normdiff list bugs)")
-    explain.add_argument("--suite", default="default", help="suite whose cases are run (default: %(default)s)")
+    _json_option(check)
+
+
+def _case_filters(p) -> None:
+    """--dtype and --regime, as check and fuzz take them."""
+    p.add_argument("--dtype", action="append", dest="dtypes", default=[], metavar="DTYPE", type=_name("dtype"),
+                   help="only the cases of this dtype (bfloat16, float16, float32; repeatable)")
+    p.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME", type=_name("regime"),
+                   help="only the cases of this input regime (normal, tiny_rms, tiny_rms:1e-3, ...; repeatable)")
+
+
+def _explain_parser(sub) -> None:
+    explain = _sub(sub, "explain", "teaching view of a catalogued bug (no argument: the table)",
+                   "normdiff explain eps-outside-sqrt")
+    explain.add_argument("bug", nargs="?", type=_name("bug"), help="bug id (normdiff list bugs)")
+    explain.add_argument("--suite", default="default", type=_name("suite"),
+                         help="suite whose cases are run (default: %(default)s)")
     explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
-    _pass_option(explain)
-    _fuzz_parser(sub)
-    wts = sub.add_parser("weights", help="a checkpoint's norm weights: statistics, storage (w or 1 + w), and "
-                                         "what a conversion did to them")
+    _pass_option(explain, command=False)
+    _json_option(explain)
+
+
+def _weights_parser(sub) -> None:
+    wts = _sub(sub, "weights", "a checkpoint's norm weights: statistics, storage (w or 1 + w), and what a "
+                               "conversion did to them", "normdiff weights model/ --against original/")
     wts.add_argument("checkpoint", help="a .safetensors file or a folder of them (with its config.json, the "
                                         "model's classes say which storage each norm expects)")
     wts.add_argument("--against", metavar="ORIGINAL", help="the checkpoint it was converted from: each norm "
                      "tensor's fold (+1, +2, missing, where none belongs) is judged; exit 1 when one is wrong")
-    wts.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    _model_parser(sub)
-    lst = sub.add_parser("list", help="list implementations, conventions, suites, ops, bugs, layouts or models "
-                                      "(normdiff model's families)")
-    lst.add_argument("what", choices=["implementations", "conventions", "suites", "ops", "bugs", "layouts", "models"])
+    _json_option(wts)
+
+
+def _list_parser(sub) -> None:
+    lst = _sub(sub, "list", "list implementations, conventions, suites, ops, bugs, layouts or models "
+                            "(normdiff model's families)", "normdiff list conventions")
+    whats = ["implementations", "conventions", "suites", "ops", "bugs", "layouts", "models"]
+    lst.add_argument("what", choices=whats, type=_name("list", whats), help=", ".join(whats))
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 if own_process:
                     processes.kill_descendants()
     except UsageError as exc:  # unknown names and malformed suites: the message says what to fix
-        print(f"normdiff: error: {printable(exc)}", file=sys.stderr)
+        _usage_error(exc, "--json" in (sys.argv[1:] if argv is None else argv))
         return USAGE_ERROR
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: one line, the shell's exit status
         stop = interrupts.as_interrupted(exc)
@@ -206,6 +357,17 @@ def main(argv: list[str] | None = None) -> int:
         print("normdiff: internal error (a bug in normdiff, not in your input); please report it with the "
               "traceback above", file=sys.stderr)
         return INTERNAL_ERROR
+
+
+def _usage_error(exc: UsageError, as_json: bool) -> None:
+    """With --json, the one JSON object stdout promises (a script parses it, error or not); else
+    the usage line of a bad command line and the message on stderr."""
+    if as_json:
+        print(json.dumps({"error": str(exc), "exit_code": USAGE_ERROR}))
+        return
+    if isinstance(exc, _ParseError):
+        print(exc.usage, end="", file=sys.stderr)
+    print(f"normdiff: error: {printable(exc)}", file=sys.stderr)
 
 
 def _partial(stop: interrupts.Interrupted, out) -> None:
@@ -243,7 +405,8 @@ def _run(args) -> int:
         baseline.check_suite(base, suite.name)
     try:
         report = api.run_suite(suite, impls, timeout=args.timeout, keep_outputs="worst", passes=args.passes,
-                               progress=None if args.quiet else progress_printer(), keep_calling=args.keep_calling,
+                               progress=None if args.quiet or args.json else progress_printer(),
+                               keep_calling=args.keep_calling,
                                dask=args.dask)
     except interrupts.Interrupted as stop:
         _partial(stop, args.out)
@@ -254,7 +417,13 @@ def _run(args) -> int:
     out = render.write(report, args.out)
     if args.save_baseline:
         baseline.save(report, args.save_baseline)
-    if not args.quiet:
+    if args.json:
+        print(json.dumps(_jsonable({"exit_code": report.meta["exit_code"], "cases": report.meta["cases"],
+                                    "seconds": report.meta["seconds"], "report": str(out),
+                                    "baseline_saved": args.save_baseline,
+                                    "baseline_exit_code": comparison.exit_code if comparison is not None else None,
+                                    "summary": report.summary.to_dict("records")}), default=_json_default))
+    elif not args.quiet:
         print(render.terminal(report))
         if comparison is not None:
             print(comparison.terminal())
@@ -277,12 +446,12 @@ def _with_implementations(withs: list[dict], timeout: float, command_passes=("fo
         given = spec.get("target") or spec.get("command")
         missing = [flag for flag in ("op", "convention") if not spec.get(flag)]
         if missing:
-            raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)} after it")
+            raise UsageError(f"--target {given}: give {' and '.join('--' + m for m in missing)} after it")
         impl = usercode.user_code_implementation(spec, spec["op"], spec["convention"], timeout, passes=command_passes)
         if impl.name in names:  # renamed, not built again (its target is located and parsed once)
             impl = replace(impl, name=given, worker="")
         if impl.name in names:
-            raise UsageError(f"--with {given} is given twice")
+            raise UsageError(f"--target {given} is given twice")
         names.add(impl.name)
         impls.append(impl)
     return impls
@@ -307,9 +476,14 @@ def _repro(args) -> int:
     if not args.implementation:
         impl = usercode.user_code_implementation(vars(args), case.op, case.convention, args.timeout, passes=(case.pass_,))
     replay = repro.replay(case, impl, timeout=args.timeout)
+    path = repro.write_script(case, impl, args.script, replay) if args.script else None
+    if args.json:
+        print(json.dumps(_jsonable({"case": case.id, "implementation": impl.name, "exit_code": replay.exit_code,
+                                    "row": replay.row, "script": str(path) if path else None}),
+                         default=_json_default))
+        return replay.exit_code
     print(repro.describe(replay))
-    if args.script:
-        path = repro.write_script(case, impl, args.script, replay)
+    if path:
         print(f"\nscript written to {path}; run it with: python {path}")
     return replay.exit_code
 
@@ -317,6 +491,9 @@ def _repro(args) -> int:
 def _check(args) -> int:
     from normdiff.harness.commands import check, usercode
 
+    if args.target and args.target_flag:
+        raise UsageError("give the target once: as TARGET or as --target TARGET")
+    args.target = args.target or args.target_flag
     target = args.target or args.command
     written = None
     if args.out:
@@ -354,6 +531,17 @@ def _check(args) -> int:
     return result.exit_code
 
 
+def _jsonable(value):
+    """`value` with its NaNs as null: json.dumps would write NaN, which strict JSON parsers refuse."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
 def _json_default(value):
     import numpy as np
 
@@ -380,20 +568,21 @@ _seed = _at_least(0)
 def _fuzz_parser(sub) -> None:
     from normdiff.harness.commands import fuzz as defaults  # light: Hypothesis is imported when it runs
 
-    fz = sub.add_parser("fuzz", help="search for a failing case with Hypothesis and shrink it to a minimal one")
+    fz = _sub(sub, "fuzz", "search for a failing case with Hypothesis and shrink it to a minimal one",
+              "normdiff fuzz --target my_norm.py:rms_norm --op rms_norm --convention qwen3 --max-time 60")
     fz.add_argument("--implementation", "-i", action="append", dest="implementations", default=[], metavar="NAME",
+                    type=_name("implementation"),
                     help="a registered implementation to fuzz (repeatable; normdiff list implementations)")
-    fz.add_argument("--with", dest="target", metavar="TARGET", help="your implementation, as for check "
-                    "(FILE.py:NAME, package.module:NAME, FILE.onnx): give --op and --convention")
-    fz.add_argument("--with-command", dest="command", metavar="CMD", help="an implementation in any language, "
-                    "as check --command")
-    fz.add_argument("--op", help="the op (for --with: its op; for -i: only this op)")
-    fz.add_argument("--convention", help="the convention (for --with: the one it claims; for -i: only this one)")
-    _user_code_options(fz, what=" (of --with)")
-    fz.add_argument("--dtype", action="append", dest="dtypes", default=[], metavar="DTYPE",
-                    help="only cases of this dtype (repeatable)")
-    fz.add_argument("--regime", action="append", dest="regimes", default=[], metavar="REGIME",
-                    help="only x in this input regime (tiny_rms, tiny_rms:1e-4, ...; repeatable)")
+    fz.add_argument("--target", "--with", dest="target", action=_Store, metavar="TARGET", help="your "
+                    "implementation, as for check (FILE.py:NAME, package.module:NAME, FILE.onnx): give --op and "
+                    "--convention (--with: old spelling)")
+    fz.add_argument("--command", "--with-command", dest="command", action=_Store, metavar="CMD",
+                    help="an implementation in any language, as check --command (--with-command: old spelling)")
+    fz.add_argument("--op", type=_name("op"), help="the op (for --target: its op; for -i: only this op)")
+    fz.add_argument("--convention", "-c", type=_name("convention"),
+                    help="the convention (for --target: the one it claims; for -i: only this one)")
+    _user_code_options(fz, what=" (of --target)")
+    _case_filters(fz)
     _pass_option(fz)
     fz.add_argument("--max-time", type=_seconds, metavar="SECONDS", help="search this long (default: "
                     f"{general(defaults.DEFAULT_MAX_TIME)} s unless --max-examples is given)")
@@ -410,7 +599,7 @@ def _fuzz_parser(sub) -> None:
                     f"take; importing an implementation at least {general(defaults.MIN_LOAD_TIMEOUT)} s (default: %(default)s)")
     fz.add_argument("--no-database", action="store_true", help="neither replay nor save examples in "
                     "Hypothesis' example database (normdiff's cache)")
-    fz.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    _json_option(fz)
     fz.add_argument("--dask", metavar="ADDRESS", help="a campaign on the Dask cluster at ADDRESS (local: a "
                     "LocalCluster here): one search per implementation x op@convention, each with its own seed "
                     "and --max-time / --max-examples; exit 3 when nothing was found but a shard did not search")
@@ -423,19 +612,19 @@ def _fuzz(args) -> int:
     impls = api.select(args.implementations) if args.implementations else []
     given = args.target or args.command
     if args.target and args.command:
-        raise UsageError("give --with TARGET or --with-command CMD, not both")
+        raise UsageError("give --target TARGET or --command CMD, not both")
     if given:
         missing = [flag for flag in ("op", "convention") if not getattr(args, flag)]
         if missing:
-            raise UsageError(f"--with {given}: give {' and '.join('--' + m for m in missing)}")
+            raise UsageError(f"--target {given}: give {' and '.join('--' + m for m in missing)}")
         impls.append(usercode.user_code_implementation(vars(args), args.op, args.convention, args.timeout,
                                               passes=args.command_passes))
     else:
         stray = [f"--{f.replace('_', '-')}" for f in ("framework", "call", "init", "weight_attr") if getattr(args, f)]
         if stray:
-            raise UsageError(f"{', '.join(stray)} apply to --with TARGET, which is not given")
+            raise UsageError(f"{', '.join(stray)} apply to --target TARGET, which is not given")
     if not impls:
-        raise UsageError("nothing to fuzz: give -i NAME (normdiff list implementations) or --with TARGET --op OP "
+        raise UsageError("nothing to fuzz: give -i NAME (normdiff list implementations) or --target TARGET --op OP "
                          "--convention CONV")
     options = dict(dtypes=args.dtypes, regimes=args.regimes, max_time=args.max_time, max_examples=args.max_examples,
                    timeout=args.timeout, shrink_time=args.shrink_time, max_rows=args.max_rows,
@@ -487,18 +676,23 @@ def _weights(args) -> int:
 def _model_parser(sub) -> None:
     from normdiff.implementations.hf_model_families import FAMILIES, KINDS
 
-    m = sub.add_parser("model", help="your norm classes in every site of a small HF model: each site judged, the "
-                                     "first one out of budget named, the logits compared")
-    m.add_argument("--family", choices=list(FAMILIES), help="the model family to build (small config, nothing "
-                   "downloaded)")
-    for kind, what in KINDS.items():
-        m.add_argument(f"--{kind}", metavar="TARGET", help=f"what computes {what}: a registered implementation's "
-                       "name, FILE.py:NAME or package.module:NAME")
+    m = _sub(sub, "model", "your norm classes in every site of a small HF model: each site judged, the first one "
+                           "out of budget named, the logits compared",
+             "normdiff model --family qwen3 --target norm=my_norm.py:RMSNorm")
+    m.add_argument("--family", choices=list(FAMILIES), type=_name("family", list(FAMILIES)),
+                   help="the model family to build (small config, nothing downloaded)")
+    m.add_argument("--target", action="append", dest="targets", default=[], metavar="KIND=TARGET",
+                   help="what computes the sites of KIND (" + "; ".join(f"{k}: {w}" for k, w in KINDS.items())
+                        + "): a registered implementation's name, FILE.py:NAME or package.module:NAME (repeatable)")
+    for kind in KINDS:  # the old spellings: --norm TARGET is --target norm=TARGET
+        RENAMED[f"--{kind}"] = f"--target {kind}=TARGET"
+        m.add_argument(f"--{kind}", action=_Store, metavar="TARGET", help=argparse.SUPPRESS)
     m.add_argument("--command", action="append", dest="commands", default=[], metavar="KIND=CMD",
                    help="an implementation in any language for the sites of KIND (norm, qk, ...), as check "
                         "--command runs it (repeatable)")
     _user_code_options(m, what=" of a TARGET that is your code")
-    m.add_argument("--dtype", action="append", dest="dtypes", metavar="DTYPE", help="the model's dtype (default: "
+    m.add_argument("--dtype", action="append", dest="dtypes", metavar="DTYPE", type=_name("dtype"),
+                   help="the model's dtype (default: "
                    "bfloat16; with --mutants each one given, default bfloat16, float16 and float32)")
     m.add_argument("--seed", type=_seed, default=0, help="the weights', the norms' and the tokens' seed "
                    "(default: %(default)s)")
@@ -507,7 +701,16 @@ def _model_parser(sub) -> None:
                    "included (default: %(default)s)")
     m.add_argument("--mutants", action="store_true", help="the teaching table: each forward mutant swapped into "
                    "its sites, the first site out of budget, the logit error and the top-1 agreement")
-    m.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    _json_option(m)
+
+
+def _kind_value(flag: str, given: str, kinds) -> tuple[str, str]:
+    """model's `--target KIND=TARGET` / `--command KIND=CMD`: the kind (resolved as a name) and the value."""
+    kind, sep, value = given.partition("=")
+    if not sep or not value.strip():
+        raise UsageError(f"{flag} {given!r}: write KIND={'CMD' if flag == '--command' else 'TARGET'}, "
+                         f"KIND one of {', '.join(kinds)}")
+    return names.resolve("site kind", kind, kinds), value
 
 
 def _model(args) -> int:
@@ -515,7 +718,7 @@ def _model(args) -> int:
     from normdiff.harness.engine.model_run import ModelRunError
 
     if args.mutants:
-        if args.family or args.commands or any(getattr(args, k) for k in model.OPTIONS):
+        if args.family or args.commands or args.targets or any(getattr(args, k) for k in model.OPTIONS):
             raise UsageError("--mutants builds its own table: give it without --family and the targets")
         table = model.mutants(tuple(args.dtypes or model.MUTANT_DTYPES), args.seed, args.tokens, args.timeout)
         print(json.dumps(table.as_dict(), default=_json_default) if args.json else model.describe_mutants(table))
@@ -527,13 +730,12 @@ def _model(args) -> int:
     dtype = (args.dtypes or ["bfloat16"])[0]
     options = {"framework": args.framework, "call": args.call, "init": args.init, "weight_attr": args.weight_attr}
     targets = {kind: (getattr(args, kind), False) for kind in model.OPTIONS if getattr(args, kind)}
-    for given in args.commands:
-        kind, sep, command = given.partition("=")
-        if not sep or kind not in model.OPTIONS or not command.strip():
-            raise UsageError(f"--command {given!r}: write KIND=CMD, KIND one of {', '.join(model.OPTIONS)}")
+    for flag, given, command in ([("--target", g, False) for g in args.targets]
+                                 + [("--command", g, True) for g in args.commands]):
+        kind, value = _kind_value(flag, given, model.OPTIONS)
         if kind in targets:
-            raise UsageError(f"{model.OPTIONS[kind]} is given twice (a target and a --command)")
-        targets[kind] = (command, True)
+            raise UsageError(f"the sites of {kind} are given twice ({flag} {given})")
+        targets[kind] = (value, command)
     replay = model.replay_command(args.family, targets, options, dtype, args.seed, args.tokens)
     try:
         run = model.model(args.family, targets, dtype, args.seed, args.tokens, args.timeout, options, replay)
@@ -559,7 +761,8 @@ def _explain(args) -> int:
 
         folder.check_file(args.plot, "--plot")
 
-    print(explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table())
+    text = explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table()
+    print(json.dumps({"bug": args.bug, "text": text, "plot": args.plot}) if args.json else text)
     return 0
 
 

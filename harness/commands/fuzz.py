@@ -348,7 +348,7 @@ def fuzz(impls: list[Implementation], *, op: str | None = None, convention: str 
     from normdiff.harness.engine.session import Session
 
     if not impls:
-        raise UsageError("nothing to fuzz: give -i NAME or --with TARGET --op OP --convention CONV")
+        raise UsageError("nothing to fuzz: give -i NAME or --target TARGET --op OP --convention CONV")
     check_options(max_time=max_time, max_examples=max_examples, shrink_time=shrink_time, timeout=timeout, seed=seed)
     if max_time is None and max_examples is None:
         max_time = DEFAULT_MAX_TIME

@@ -22,7 +22,6 @@ from normdiff.harness.engine.campaign import ShardError, map_shards
 from normdiff.implementations.entry import Implementation
 
 
-FUZZ_FLAGS = {"--target": "--with", "--command": "--with-command"}  # repro's flags as fuzz spells them
 EXIT_FOUND = 1
 EXIT_INCOMPLETE = 3  # nothing found, but a shard did not search: the campaign did not cover what was asked
 
@@ -41,8 +40,8 @@ class FuzzShard:
 
     @property
     def replay(self) -> str:
-        # a registered name, or a user's target (or command) and how to call it, as repro takes them
-        args = [FUZZ_FLAGS.get(a, a) for a in self.impl.replay]
+        # a registered name, or a user's target (or command) and how to call it: fuzz spells them as repro
+        args = list(self.impl.replay)
         if "--op" not in args:
             args += ["--op", self.op, "--convention", self.convention]
         return f"normdiff fuzz {shlex.join([*args, *self.flags])} --seed {self.seed}"

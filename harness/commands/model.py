@@ -177,7 +177,7 @@ def replay_command(family: str, targets: dict, options: dict, dtype: str, seed: 
     `targets`: kind -> (TARGET, is a command)."""
     words = ["normdiff", "model", "--family", family]
     for kind, (target, command) in targets.items():
-        words += ["--command", f"{kind}={target}"] if command else [OPTIONS[kind], target]
+        words += ["--command" if command else "--target", f"{kind}={target}"]
     for flag, value in options.items():
         words += [f"--{flag.replace('_', '-')}", value] if value else []
     words += ["--dtype", dtype, "--seed", str(seed), "--tokens", str(tokens)]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import GRADIENT_NAMES  # the one operand -> output mapping
 
 OUTPUTS = tuple(GRADIENT_NAMES.values())
@@ -146,5 +147,5 @@ BACKWARD_BUGS: dict[str, BackwardBug] = {
 
 def get_backward_bug(bug_id: str) -> BackwardBug:
     if bug_id not in BACKWARD_BUGS:
-        raise UsageError(unknown("backward bug", bug_id, BACKWARD_BUGS))
+        raise UsageError(unknown("backward bug", bug_id, BACKWARD_BUGS, "normdiff list bugs"))
     return BACKWARD_BUGS[bug_id]

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import get_contract
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 
 
 @dataclass(frozen=True)
@@ -253,5 +254,5 @@ def constant_eps_bug(value: float, own_eps: float) -> Bug | None:
 
 def get_bug(bug_id: str) -> Bug:
     if bug_id not in BUGS:
-        raise UsageError(unknown("bug", bug_id, BUGS))
+        raise UsageError(unknown("bug", bug_id, BUGS, "normdiff list bugs"))
     return BUGS[bug_id]

@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from normdiff.harness.data import knobs as K
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import OPS, Op
 from normdiff.text import general
 

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 
 
 _EXPONENT_BITS = np.uint64(0x7FF0000000000000)  # a float64's exponent field
@@ -109,7 +110,7 @@ _ALIASES = {f.short: f.name for f in FORMATS.values()} | {"bf16": "bfloat16", "h
 def get_format(name: str) -> FloatFormat:
     key = _ALIASES.get(str(name), str(name))
     if key not in FORMATS:
-        raise UsageError(f"unknown dtype {name!r}; known: {', '.join(FORMATS)}")
+        raise UsageError(unknown("dtype", name, [*FORMATS, *_ALIASES]))
     return FORMATS[key]
 
 

@@ -9,7 +9,8 @@ import pkgutil
 
 import numpy as np
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.implementations.frameworks.record import Framework
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.reports.view import View
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from normdiff.harness.data.errors import UsageError, unknown
+from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops.record import CASE, HEAD_DIMS, PARAMS, PASSES, ROW, Op, Operand, Rounding  # noqa: F401
 
 _NOT_OPS = {"record", "norm"}

@@ -219,7 +219,7 @@ def test_dtype_and_regime_select_cases():
 @pytest.mark.parametrize("args, says", [
     (["--dtype", "float64"], "has no dtype 'float64' among its cases of the op; it has: bfloat16, float16, float32"),
     (["--dtype", "int8"], "unknown dtype 'int8'"),
-    (["--regime", "tiny"], "has no regime 'tiny'"),
+    (["--regime", "tiny"], "unknown input regime 'tiny'"),
     (["--call", "f(x, weight, eps=eps"], "is not a call expression"),
 ])
 def test_a_selection_or_template_nobody_can_run_is_a_usage_error(args, says):

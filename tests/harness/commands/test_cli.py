@@ -111,7 +111,7 @@ def test_run_with_puts_user_code_beside_every_implementation(tmp_path, fixtures_
 
 def test_run_with_options_must_follow_a_with(tmp_path):
     proc = normdiff("run", "--op", "rms_norm", "--out", str(tmp_path))
-    assert proc.returncode == 2 and "--op applies to the --with before it" in proc.stderr
+    assert proc.returncode == 2 and "--op applies to the --target before it" in proc.stderr
     proc = normdiff("run", "--with", "tests/fixtures/user/numpy_norms.py:rms_norm", "--op", "rms_norm",
                     "--out", str(tmp_path))
     assert proc.returncode == 2 and "give --convention after it" in proc.stderr

@@ -122,7 +122,7 @@ def test_a_command_in_any_language_takes_the_sites_and_the_run_replays(capsys, f
     (["--mutants", "--family", "qwen3"], "without --family"),
     (["--family", "qwen3", "--qk", "numpy", "--rope", "numpy"], "--qk and --rope swap the same modules"),
     (["--family", "qwen3", "--command", "./a.out"], "write KIND=CMD"),
-    (["--family", "qwen3", "--norm", "numpy", "--command", "norm=./a.out"], "--norm is given twice"),
+    (["--family", "qwen3", "--norm", "numpy", "--command", "norm=./a.out"], "the sites of norm are given twice"),
     (["--family", "qwen3", "--command", "norm=/no/such/program"], "/no/such/program"),
     (["--family", "qwen3", "--norm", "numpy", "--dtype", "float16", "--dtype", "float32"], "one --dtype"),
     (["--family", "qwen3", "--norm", "numpy", "--dtype", "float8"], "float8"),
