@@ -38,6 +38,8 @@ def nearest(text, known, n: int = 3) -> list[str]:
     by_normal: dict[str, str] = {}
     for name in map(str, known):
         by_normal.setdefault(normal(name), name)
+    if normal(text) in by_normal:  # the same name but for case and separators: that one, alone
+        return [by_normal[normal(text)]]
     close = difflib.get_close_matches(normal(text), list(by_normal), n=n, cutoff=0.6)
     return [by_normal[c] for c in close]
 
