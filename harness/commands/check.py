@@ -365,7 +365,7 @@ def _worst(rows, report, impl: Implementation) -> dict:
     info = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in worst[
         [C.case_id, C.outcome, C.max_ulp, C.rel_l2, C.max_abs, C.cosine, C.detail]].items()}
     info["replay"] = f"Case.from_id({worst[C.case_id]!r}).inputs()"
-    info["repro"] = repro_command(worst[C.case_id], impl)
+    info[C.repro] = repro_command(worst[C.case_id], impl)
     info["headline"] = messages.headline(worst)
     info.update(sides.as_values(sides.side_by_side(report.outputs, worst[C.case_id], impl.name)))
     return info
@@ -415,7 +415,7 @@ def _answer_lines(result: CheckResult) -> list[str]:
     w = result.worst_case
     if result.verdict != "disagrees" or not w:
         return []
-    lines = [f"  {_bug_line(result.diagnosis)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w['repro'])}"]
+    lines = [f"  {_bug_line(result.diagnosis)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
     if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
         lines.append(f"    detail: {_one(w['detail'])}")
     return lines
