@@ -2,6 +2,9 @@
 here, so that the judge's details, check, fuzz, model, repro, the baseline comparison, junit.xml,
 report.html and summary.md (reports/messages.py) say the same thing in the same words and digits.
 
+It also builds the lines that give check's answer first (the bug it diagnosed, the one-line
+summary a failing pytest check shows), so that the CLI and the pytest fixture say them alike.
+
 Errors and budgets are in ULPs (harness/data/budgets.py says where budgets come from); numbers are
 written by normdiff.text's named formats. A caller passes plain values and adds what the sentence is
 about (a case id, a site's path); tests/test_wording.py fails when a module other than this one
@@ -109,3 +112,43 @@ def shrank_past_tolerance(change: str, shrank, tolerance) -> str:
 def grew_share_of_budget(change: str, fraction, budget, still: str) -> str:
     """'max_ulp 0.5 -> 0.9: grew by more than 10% of the 2 ulp budget, still agree'."""
     return f"{change}: grew by more than {share(fraction)} of the {general(budget)} ulp budget, still {still}"
+
+
+# ---- check's answer: the lines a user reads first ---------------------------------------------
+
+# said when no catalogued bug, knob change, other convention or fit explains the disagreement
+NO_BUG = ("bug: not identified: no catalogued bug, single knob change, other convention or fitted eps, scale or "
+          "statistic matches its outputs")
+
+
+def the_bug(name: str, fix: str) -> str:
+    """'bug: eps-outside-sqrt -- fix: yours: ...; qwen3: ...': the bug the diagnosis is convinced
+    of, and the sentence that says what differs."""
+    return f"bug: {name} -- fix: {fix}"
+
+
+def closest_bug(name: str, matched: int, of: int) -> str:
+    """'bug: not identified; the closest, eps-ignored, explains only 7 of the 30 disagreeing cases
+    examined': a candidate too weak to be named as the bug."""
+    return (f"bug: not identified; the closest, {name}, explains only {matched} of the {of} disagreeing cases "
+            "examined")
+
+
+def fitted_bug(says: str) -> str:
+    """'bug: no catalogued one; fitted: your eps acts ...': only a fit explains it."""
+    return f"bug: no catalogued one; fitted: {says}"
+
+
+def check_summary(target: str, verdict: str, bug: str, count: int, total: int, reason: str = "") -> str:
+    """One line for a failing check (the `Failed:` line of pytest's short summary): 'normdiff check
+    my_norm.py:f: disagrees, eps-outside-sqrt (24 of 78 cases)'. `bug` is the diagnosed bug's id
+    ('' when none is convincing); `count` the cases the verdict is about (the disagreeing ones, the
+    ones that could not run for partial, the agreeing ones for agrees); `reason` why nothing ran."""
+    said = f"normdiff check {target}: {verdict}"
+    if verdict == "error":
+        return f"{said}, {reason}"
+    if verdict == "disagrees":
+        return f"{said}, {bug or 'bug not identified'} ({count} of {total} cases)"
+    if verdict == "partial":
+        return f"{said}, {count} of {total} cases could not run"
+    return f"{said} ({count} of {total} cases)"

@@ -72,6 +72,26 @@ def test_how_an_error_changed_against_its_budget():
         "max_ulp 0.5 -> 0.9: grew by more than 10% of the 2 ulp budget, still agree"
 
 
+def test_checks_answer_first_lines():
+    assert wording.the_bug("eps-outside-sqrt", "yours: eps outside; qwen3: eps inside") == \
+        "bug: eps-outside-sqrt -- fix: yours: eps outside; qwen3: eps inside"
+    assert wording.closest_bug("eps-ignored", 7, 30) == \
+        "bug: not identified; the closest, eps-ignored, explains only 7 of the 30 disagreeing cases examined"
+    assert wording.fitted_bug("your eps is 1e-06") == "bug: no catalogued one; fitted: your eps is 1e-06"
+    assert wording.NO_BUG.startswith("bug: not identified: no catalogued bug")
+
+
+@pytest.mark.parametrize("verdict, bug, count, reason, says", [
+    ("disagrees", "eps-outside-sqrt", 24, "", "disagrees, eps-outside-sqrt (24 of 78 cases)"),
+    ("disagrees", "", 24, "", "disagrees, bug not identified (24 of 78 cases)"),
+    ("partial", "", 3, "", "partial, 3 of 78 cases could not run"),
+    ("agrees", "", 78, "", "agrees (78 of 78 cases)"),
+    ("error", "", 0, "file not found: f.py", "error, file not found: f.py"),
+])
+def test_a_checks_one_line_summary_names_the_verdict_and_the_bug(verdict, bug, count, reason, says):
+    assert wording.check_summary("my_norm.py:f", verdict, bug, count, 78, reason) == f"normdiff check my_norm.py:f: {says}"
+
+
 @pytest.mark.parametrize("error, budget", [(121.375, 2.0), (0.0, 3.0), (np.float32(1.59), np.float64(2.015625)),
                                            (1e6, 1e-3), (float("inf"), 364.0)])
 def test_the_sentences_give_the_strings_the_inline_code_gave(error, budget):

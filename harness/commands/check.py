@@ -39,6 +39,7 @@ from normdiff.implementations.user import MISSING_OPERAND
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
 from normdiff.text import columns, general
+from normdiff import wording
 from normdiff.wording import against_a_budget
 
 EXIT_CODES = {"agrees": 0, "disagrees": 1, "error": 2, "partial": 3}
@@ -70,6 +71,13 @@ class CheckResult:
     @property
     def exit_code(self) -> int:
         return EXIT_CODES.get(self.verdict, 2)
+
+    @property
+    def bug(self) -> str:
+        """The diagnosed bug's id: the first match, when it explains enough of the cases to be named
+        (a weaker one is only 'the closest'); '' otherwise."""
+        best = self.diagnosis.matches[0] if self.diagnosis.matches else None
+        return best.name if best is not None and best.convincing else ""
 
     def as_dict(self) -> dict:
         return {"verdict": self.verdict, "exit_code": self.exit_code, "op": self.op, "convention": self.convention,
@@ -266,15 +274,16 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         written = diagnosis.input_written_match(dict(zip(bad[C.case_id], bad[C.detail].fillna("").astype(str))))
         if written is not None:  # no contract knob says it; the numbers, where they err too, after it
             result.diagnosis.matches = [written] + result.diagnosis.matches[:4]
-        result.worst_case = _worst(rows[disagreeing], report, impl.name)  # cases that could not run: not_run
+        result.worst_case = _worst(rows[disagreeing], report, impl)  # cases that could not run: not_run
     if result.verdict != "disagrees":
         result.margin = _margin(rows[~failed & ~excused])  # a known finding's rows are said apart
     result.known_findings = _known_findings(rows[excused])
     return result
 
 
-ROW_FIELDS = (C.case_id, C.dtype, C.regime, C.eps, C.outcome, C.max_ulp, C.tolerance_ulp, C.detail, C.known_finding,
-              C.repro)
+# pass and output beside the id, so that a user reads a gradient row without parsing `dy=`/`out=` out of it
+ROW_FIELDS = (C.case_id, C.pass_, C.output, C.dtype, C.regime, C.eps, C.outcome, C.max_ulp, C.tolerance_ulp, C.detail,
+              C.known_finding, C.repro)
 
 
 def case_rows(rows, impl: Implementation) -> list[dict]:
@@ -282,7 +291,7 @@ def case_rows(rows, impl: Implementation) -> list[dict]:
     every row's repro command, a passing one's too)."""
     out = []
     for r in table_columns.rows(rows):
-        row = {k: _plain(getattr(r, k)) for k in ROW_FIELDS}
+        row = {k: _plain(getattr(r, "pass_" if k == C.pass_ else k)) for k in ROW_FIELDS}
         row[C.outcome] = str(r.outcome)
         row[C.repro] = row[C.repro] or repro_command(row[C.case_id], impl)
         row["headline"] = messages.headline(r)
@@ -346,69 +355,110 @@ def _margin(ran) -> dict:
             "identical": int((ran[C.outcome].astype(str) == "identical").sum()), "of": int(len(ran))}
 
 
-def _worst(rows, report, impl: str) -> dict:
+def _worst(rows, report, impl: Implementation) -> dict:
     """The worst row: the worst outcome (a NaN where the reference is finite beats any finite
-    error), then the largest error."""
+    error), then the largest error; with the `normdiff repro` command that replays it (`replay`,
+    the Python expression of its inputs, kept for those who read it)."""
     rank = rows[C.outcome].astype(str).map({o: i for i, o in enumerate(OUTCOMES)})
     worst = (rows.assign(_rank=rank).sort_values(["_rank", C.max_ulp], ascending=[False, False], na_position="first")
              .iloc[0])
     info = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in worst[
         [C.case_id, C.outcome, C.max_ulp, C.rel_l2, C.max_abs, C.cosine, C.detail]].items()}
     info["replay"] = f"Case.from_id({worst[C.case_id]!r}).inputs()"
+    info[C.repro] = repro_command(worst[C.case_id], impl)
     info["headline"] = messages.headline(worst)
-    info.update(sides.as_values(sides.side_by_side(report.outputs, worst[C.case_id], impl)))
+    info.update(sides.as_values(sides.side_by_side(report.outputs, worst[C.case_id], impl.name)))
     return info
 
 
 def describe(result: CheckResult, target: str) -> str:
-    """The check as text for a terminal. The target, names, case ids and the text of what failed
-    come from the user's code: their control characters print as escapes (normdiff.text.printable),
-    and a name or case id stays on its line."""
+    """The check as text for a terminal, the answer first: the verdict, the bug (its id and what
+    differs), the worst case and the `normdiff repro` command that replays it; then the details
+    (cases that could not run, notes, margin, the diagnosis's evidence, the worst case side by side).
+    The target, names, case ids and the text of what failed come from the user's code: their
+    control characters print as escapes (normdiff.text.printable), and a name or case id stays on
+    its line."""
     from normdiff.text import printable
 
-    def one(value) -> str:
-        return printable(value, newlines=False)
-
-    c = result.cases
-    head = f"normdiff check {one(target)}: {one(result.op)}@{one(result.convention)} ({one(result.framework)})"
+    head = f"normdiff check {_one(target)}: {_one(result.op)}@{_one(result.convention)} ({_one(result.framework)})"
     if result.verdict == "error":
         return printable(f"{head}\n  cannot run it: {result.message}")
+    c = result.cases
     known = f", {c['known_finding']} explained by a known finding" if c.get("known_finding") else ""
     lines = [head, f"  {result.verdict.upper()}: {c['agree']} of {c['total']} cases agree, {c['disagree']} disagree, "
                    f"{c['error']} could not run{known}"]
+    lines += _answer_lines(result) + _note_lines(result) + _diagnosis_lines(result) + _side_by_side_lines(result)
+    return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
+
+
+def summary(result: CheckResult, target: str) -> str:
+    """The check in one line, for pytest's short summary: the verdict and the bug's id."""
+    from normdiff.text import printable
+
+    counts = {"disagrees": "disagree", "partial": "error", "agrees": "agree"}
+    count = result.cases.get(counts.get(result.verdict, ""), 0)
+    reason = (result.message.splitlines() or [""])[0]  # one line: the rest is in the body
+    return printable(wording.check_summary(target, result.verdict, result.bug, count, result.cases.get("total", 0),
+                                           reason), newlines=False)
+
+
+def _one(value) -> str:
+    """A user-given name or id as text on one line (its control characters escaped)."""
+    from normdiff.text import printable
+
+    return printable(value, newlines=False)
+
+
+def _answer_lines(result: CheckResult) -> list[str]:
+    """What a user acts on, right under the verdict: the bug, the worst case and the command that
+    replays it (a disagreeing check only: an agreeing one's answer is its verdict and margin)."""
+    w = result.worst_case
+    if result.verdict != "disagrees" or not w:
+        return []
+    lines = [f"  {_bug_line(result.diagnosis)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
+    if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
+        lines.append(f"    detail: {_one(w['detail'])}")
+    return lines
+
+
+def _bug_line(d: diagnosis.Diagnosis) -> str:
+    """The diagnosis in one line: the bug and its fix, or that none is identified and what came closest."""
+    if d.matches:
+        best = d.matches[0]
+        return wording.the_bug(best.name, best.fix) if best.convincing else \
+            wording.closest_bug(best.name, best.matched, best.of)
+    return wording.fitted_bug(d.fits[0].says) if d.fits else wording.NO_BUG
+
+
+def _note_lines(result: CheckResult) -> list[str]:
+    """The cases that could not run or were excused, and what the check assumed (eps, operands,
+    output dtype, layouts), then an agreeing check's margin."""
+    lines = []
     for group in result.not_run:
-        lines.append(f"  could not run, {one(group['dtype'])} ({group['cases']} case(s), "
-                     f"e.g. {one(group['example'])}): {group['reason']}")
+        lines.append(f"  could not run, {_one(group['dtype'])} ({group['cases']} case(s), "
+                     f"e.g. {_one(group['example'])}): {group['reason']}")
     for finding in result.known_findings:
-        lines.append(f"  known finding, {finding['cases']} case(s), e.g. {one(finding['example'])}: "
+        lines.append(f"  known finding, {finding['cases']} case(s), e.g. {_one(finding['example'])}: "
                      f"{finding['explanation']}")
     if result.eps_note:
         lines.append(f"  eps: {result.eps_note}")
     if result.operand_note:
         lines.append(f"  operands: {result.operand_note}")
     if result.output_dtype:
-        lines.append(f"  output dtype: {one(result.output_dtype)}")
+        lines.append(f"  output dtype: {_one(result.output_dtype)}")
     if result.layouts_skipped:
         lines.append(f"  layouts: {result.layouts_skipped}")
     if result.margin:
         m = result.margin
         lines.append(f"  margin: worst {against_a_budget(m['worst_ulp'], m['budget_ulp'])} "
-                     f"({one(m['case_id'])}); {m['identical']} of {m['of']} cases bit-identical to the exact result "
+                     f"({_one(m['case_id'])}); {m['identical']} of {m['of']} cases bit-identical to the exact result "
                      "rounded")
-    lines += _diagnosis_lines(result)
-    w = result.worst_case
-    if w:
-        lines.append(f"  worst case: {one(w['headline'])}")
-        if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
-            lines.append(f"    detail: {one(w['detail'])}")
-        if "x" in w:
-            lines += [f"    row {w['row']}, columns {one(', '.join(w['columns']))}"]
-            lines += [f"    {name:<10} {columns(w[key], 10, 4)}" for name, key in
-                      (("x", "x"), ("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
-    return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
+    return lines
 
 
 def _diagnosis_lines(result: CheckResult) -> list[str]:
+    """The diagnosis's evidence, under the bug line: the fits, how much the best match explains,
+    its symptom, the runners-up. The fix is here only when the bug line could not name it."""
     d = result.diagnosis
     if result.verdict != "disagrees":
         return []
@@ -423,12 +473,20 @@ def _diagnosis_lines(result: CheckResult) -> list[str]:
                          "disagreeing cases examined")
         if best.symptom:
             lines.append(f"    {best.symptom}")
-        lines.append(f"    fix: {best.fix}")
+        if not best.convincing:
+            lines.append(f"    fix: {best.fix}")
         lines += [f"    also possible: {m.name} ({m.matched}/{m.of})" for m in d.matches[1:3]]
-    elif not d.fits:
-        lines.append("  diagnosis: no catalogued bug, single knob change, other convention or fitted eps, scale or "
-                     "statistic matches its outputs")
     return lines
 
 
-__all__ = ["check", "CheckResult", "describe", "TargetError"]
+def _side_by_side_lines(result: CheckResult) -> list[str]:
+    """The worst case's worst row beside the reference, element by element."""
+    w = result.worst_case
+    if "x" not in w:
+        return []
+    lines = [f"  worst case side by side: row {w['row']}, columns {_one(', '.join(w['columns']))}"]
+    return lines + [f"    {name:<10} {columns(w[key], 10, 4)}" for name, key in
+                    (("x", "x"), ("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
+
+
+__all__ = ["check", "CheckResult", "describe", "summary", "TargetError"]

@@ -3,7 +3,9 @@
     def test_my_norm(normdiff):
         normdiff.check(my_rms_norm, op="rms_norm", convention="qwen3")
 
-fails with the diagnosed bug, its fix and the worst case when the function disagrees, and
+fails when the function disagrees: pytest's one-line summary names the verdict and the bug
+("normdiff check my_norm.py:f: disagrees, eps-outside-sqrt (24 of 78 cases)"), the body gives the
+fix, the worst case and its `normdiff repro` command; and
 
     def test_my_norm_fuzzed(normdiff):
         normdiff.fuzz(my_rms_norm, op="rms_norm", convention="qwen3", max_examples=200)
@@ -15,6 +17,8 @@ is all it takes.
 from __future__ import annotations
 
 import inspect
+import os
+import warnings
 
 import pytest
 
@@ -24,59 +28,91 @@ class Checker:
         self.suite, self.timeout = suite, timeout
 
     def check(self, fn, op: str, convention: str, suite: str | None = None, framework: str | None = None,
-              eps: float | None = None, call: str = "", init: str = "", weight_attr: str = "", dtypes=(),
-              regimes=(), timeout: float | None = None):
+              eps: float | None = None, call: str = "", init: str = "", weight_attr: str = "", dtype=(),
+              regimes=(), timeout: float | None = None, dtypes=None):
         """Run `fn` (a module-level function or class, a library's function such as
         mx.fast.rms_norm, or a target string as `normdiff check` takes it) and fail the test unless
         it agrees with the convention; returns the CheckResult. The keywords are check's options
-        (`dtypes` and `regimes` one name or a list; `timeout` seconds per call)."""
+        (`dtype`, as --dtype, and `regimes` one name or a list; `timeout` seconds per call;
+        `dtypes`, the old name of `dtype`, still works with a DeprecationWarning)."""
         from normdiff.harness.commands import check, usercode
         from normdiff.harness.data.errors import UsageError
 
+        dtype = _dtype(dtype, dtypes)
         try:
             target = fn if isinstance(fn, str) else target_of(fn)
         except TypeError as exc:
-            pytest.fail(f"normdiff cannot check {fn!r}: {exc}", pytrace=False)
+            _fail(f"normdiff cannot check {fn!r}: {exc}")
         try:
             impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
                                                 weight_attr=weight_attr)
-            result = check.check(impl, suite or self.suite, timeout=timeout or self.timeout, eps=eps, dtypes=dtypes,
+            result = check.check(impl, suite or self.suite, timeout=timeout or self.timeout, eps=eps, dtypes=dtype,
                                  regimes=regimes)
         except (usercode.TargetError, UsageError) as exc:
-            pytest.fail(f"normdiff cannot run {target}: {exc}", pytrace=False)
+            _fail(f"normdiff cannot run {_shown(target)}: {exc}")
         if result.verdict != "agrees":
-            pytest.fail(check.describe(result, target), pytrace=False)
+            # pytest's short summary shows the first line: the verdict and the bug; the body the rest
+            shown = _shown(target)
+            _fail(f"{check.summary(result, shown)}\n{check.describe(result, shown)}")
         return result
 
 
     def fuzz(self, fn, op: str, convention: str, max_examples: int | None = 100, max_time: float | None = None,
              seed: int | None = None, framework: str | None = None, call: str = "", init: str = "",
-             weight_attr: str = "", dtypes=(), regimes=(), passes: str | None = None, max_rows: int | None = None,
-             max_width: int | None = None, timeout: float | None = None, database: bool = True):
+             weight_attr: str = "", dtype=(), regimes=(), passes: str | None = None, max_rows: int | None = None,
+             max_width: int | None = None, timeout: float | None = None, database: bool = True, dtypes=None):
         """Fuzz `fn` (as for `check`) with Hypothesis for `max_examples` examples (or `max_time`
         seconds) and fail the test with the shrunk minimal case and its repro command when one fails;
         returns the FuzzResult. `seed` repeats a run's examples; the example database (normdiff's
-        cache) makes the next run try a failure first."""
+        cache) makes the next run try a failure first. `dtype` as for `check`."""
         from normdiff.harness.commands import fuzz, usercode
         from normdiff.harness.data.errors import UsageError
 
+        dtype = _dtype(dtype, dtypes)
         try:
             target = fn if isinstance(fn, str) else target_of(fn)
         except TypeError as exc:
-            pytest.fail(f"normdiff cannot fuzz {fn!r}: {exc}", pytrace=False)
+            _fail(f"normdiff cannot fuzz {fn!r}: {exc}")
         limits = {k: v for k, v in (("max_rows", max_rows), ("max_width", max_width)) if v is not None}
         try:
             impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
                                                 weight_attr=weight_attr)
-            result = fuzz.fuzz([impl], dtypes=_names(dtypes), regimes=_names(regimes), passes=passes,
+            result = fuzz.fuzz([impl], dtypes=_names(dtype), regimes=_names(regimes), passes=passes,
                                max_examples=max_examples, max_time=max_time, seed=seed,
                                timeout=timeout or min(self.timeout, fuzz.DEFAULT_TIMEOUT), database=database,
                                **limits)
         except (usercode.TargetError, UsageError) as exc:
-            pytest.fail(f"normdiff cannot fuzz {target}: {exc}", pytrace=False)
+            _fail(f"normdiff cannot fuzz {_shown(target)}: {exc}")
         if result.found:
-            pytest.fail(fuzz.describe(result), pytrace=False)
+            _fail(fuzz.describe(result))
         return result
+
+
+def _fail(message: str):
+    """Fail the test with `message` and no traceback: not normdiff's (pytrace=False), nor the
+    exception it was raised while handling (`from None`: a usage error is said once, not chained)."""
+    raise pytest.fail.Exception(message, pytrace=False) from None
+
+
+def _dtype(dtype, dtypes):
+    """`dtype`, the CLI's --dtype; `dtypes`, its old name here, still taken with a warning."""
+    if dtypes is None:
+        return dtype
+    if dtype:
+        _fail("give dtype= only: dtypes= is its old name")
+    warnings.warn("the normdiff fixture's dtypes= is deprecated: use dtype=, as the CLI's --dtype", DeprecationWarning,
+                  stacklevel=3)
+    return dtypes
+
+
+def _shown(target: str) -> str:
+    """The target as a user reads it in a one-line summary: its file relative to the directory
+    pytest runs in when it lies there (the whole path otherwise: it still locates the file)."""
+    path, sep, name = target.rpartition(":")
+    if not sep or not os.path.isabs(path):
+        return target
+    relative = os.path.relpath(path)
+    return target if relative.startswith("..") else f"{relative}:{name}"
 
 
 def _names(given) -> tuple:

@@ -54,9 +54,31 @@ INLINED = {"normdiff.implementations.numpy_own:run": "numpy_own",
            "normdiff.implementations.torch_own:run": "torch_own"}
 
 
-def case_for(case_id: str, op: str | None = None, convention: str | None = None) -> Case:
-    """The case of an id; an --op or --convention given beside it must be the id's own."""
+def full_case(case_id: str) -> Case:
+    """The case of a full case id, as results.csv and check print it. `Case.from_id` fills in what
+    an id leaves out (an operand's default regime: w=ones), so a truncated id names another case than
+    the one it was cut from: replaying that silently would answer the wrong question. An id that is
+    not its case's own is a usage error (exit 2) that gives the full id and the parts that differ."""
     case = Case.from_id(case_id)
+    given = str(case_id).strip()
+    if case.id != given:
+        raise UsageError(f"{given!r} is not a full case id: it reads as {case.id!r}, which {_differs(case.id, given)}; "
+                         "give the full id of the case you mean, as results.csv or check prints it")
+    return case
+
+
+def _differs(full: str, given: str) -> str:
+    """How a full id differs from the id given: the parts filled in (an operand's default), the
+    parts it leaves out (an eps that is the convention's own)."""
+    added = [part for part in full.split("/") if part not in given.split("/")]
+    dropped = [part for part in given.split("/") if part not in full.split("/")]
+    said = ([f"adds {', '.join(added)}"] if added else []) + ([f"has no {', '.join(dropped)}"] if dropped else [])
+    return " and ".join(said) or "orders its parts otherwise"
+
+
+def case_for(case_id: str, op: str | None = None, convention: str | None = None) -> Case:
+    """The case of a full id; an --op or --convention given beside it must be the id's own."""
+    case = full_case(case_id)
     for what, given, own in (("op", op, case.op), ("convention", convention, case.convention)):
         if given and given != own:
             raise UsageError(f"--{what} {given} is not the {what} of case {case_id!r} ({own}); leave it out")
@@ -67,7 +89,7 @@ def resolve(case_id: str, name: str) -> tuple[Case, Implementation]:
     """The case and the registered implementation; ValueError (exit 2) says what is wrong."""
     from normdiff.implementations import registry
 
-    case = Case.from_id(case_id)
+    case = full_case(case_id)
     impl = registry.get(name)
     if impl.supports(case.op, case.convention) or impl.supports(case.op, case.convention, "backward"):
         if not impl.supports(case.op, case.convention, case.pass_):

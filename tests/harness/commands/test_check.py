@@ -88,8 +88,25 @@ def test_human_output_names_the_bug_and_the_fix(capsys):
     out = capsys.readouterr().out
     assert code == 1
     assert "looks like gamma-plus-one" in out
-    assert "fix: yours: (1 + w) as the scale (zero-centred storage); qwen3: w itself as the scale (plain gamma)" in out
+    assert "bug: gamma-plus-one -- fix: yours: (1 + w) as the scale (zero-centred storage); qwen3: w itself as the " \
+           "scale (plain gamma)" in out
     assert "worst case:" in out and "reference" in out and "yours" in out
+
+
+def test_the_text_gives_the_answer_first_and_its_repro_command_replays_the_disagreement(capsys):
+    target = f"{FIX}/numpy_norms.py:rms_norm_eps_outside"
+    code = cli.main(["check", target, "--op", "rms_norm", "--convention", "qwen3"])
+    first = capsys.readouterr().out.splitlines()[:6]
+    assert code == 1 and first[1].startswith("  DISAGREES:"), first
+    assert first[2].startswith("  bug: eps-outside-sqrt -- fix: yours: eps outside the square root"), first
+    (worst,) = [line for line in first if line.startswith("  worst case: ")]
+    (repro,) = [line for line in first if line.startswith("  repro: ")]
+    case_id = worst.removeprefix("  worst case: ").partition(": ")[0]
+    command = repro.removeprefix("  repro: ")
+    assert command.startswith(f"normdiff repro {case_id} --target {target}"), (worst, repro)
+    proc = _normdiff(command)  # pasted as printed: it replays the worst case, which disagrees again
+    assert proc.returncode == 1 and "outcome         disagree" in proc.stdout, proc.stdout + proc.stderr
+    assert f"case            {case_id}\n" in proc.stdout
 
 
 def test_checking_numpy_code_imports_no_framework():
@@ -182,7 +199,17 @@ def test_json_has_a_row_per_case_and_each_repro_replays_it():
     code, result = check(f"{FIX}/numpy_norms.py:rms_norm_eps_outside", "--op", "rms_norm", "--convention", "qwen3")
     rows = result["rows"]
     assert code == 1 and len(rows) == result["cases"]["total"] and len({r["case_id"] for r in rows}) == len(rows)
-    assert {"case_id", "outcome", "max_ulp", "tolerance_ulp", "repro", "dtype", "regime", "eps", "headline"} <= set(rows[0])
+    assert {"case_id", "outcome", "max_ulp", "tolerance_ulp", "repro", "dtype", "regime", "eps", "headline", "pass",
+            "output"} <= set(rows[0])
+    from normdiff.cases.model import Case
+
+    # each row says its pass and output, as its case does: nobody parses them out of the id
+    assert all((r["pass"], r["output"]) == (Case.from_id(r["case_id"]).pass_, Case.from_id(r["case_id"]).output)
+               for r in rows)
+    # the worst case carries the command that replays it, the one its row carries
+    by_id = {r["case_id"]: r for r in rows}
+    assert result["worst_case"]["repro"] == by_id[result["worst_case"]["case_id"]]["repro"]
+    assert result["worst_case"]["replay"].startswith("Case.from_id(")  # the old key is kept
     failing = [r for r in rows if r["outcome"] == "disagree"]
     assert len(failing) == result["cases"]["disagree"] and all(r["max_ulp"] > r["tolerance_ulp"] for r in failing)
     worst = max(failing, key=lambda r: r["max_ulp"])

@@ -13,8 +13,10 @@ NUMPY, TORCH = "tests/fixtures/backward_numpy.py", "tests/fixtures/backward_torc
 def test_a_correct_explicit_numpy_backward_agrees(check_json):
     code, result = check_json(f"{NUMPY}:rms_norm_backward", "--op", "rms_norm", "--convention", "qwen3", "--pass", "backward")
     assert code == 0 and result["verdict"] == "agrees", result
-    outputs = {row["case_id"].rpartition("out=")[2] for row in result["rows"]}
-    assert outputs == {"dx", "dw"} and result["cases"]["total"] >= 20
+    # each row says its pass and output beside its id (dx and dw, the gradients)
+    assert {(row["pass"], row["output"]) for row in result["rows"]} == {("backward", "dx"), ("backward", "dw")}
+    assert all(row["case_id"].endswith(f"out={row['output']}") for row in result["rows"])
+    assert result["cases"]["total"] >= 20
 
 
 def test_an_explicit_backward_runs_the_backward_pass_only_by_default(check_json):

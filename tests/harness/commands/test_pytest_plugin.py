@@ -24,8 +24,36 @@ def test_fixture_passes_right_code_and_names_the_bug_of_wrong_code(pytester):
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*looks like gamma-plus-one*", "*fix: yours: (1 + w) as the scale*",
-                                 "*worst case: rms_norm@qwen3/*", "*needs a module-level function*"])
+    # the answer first (the bug and its fix, the worst case), then the diagnosis's evidence
+    result.stdout.fnmatch_lines(["*bug: gamma-plus-one -- fix: yours: (1 + w) as the scale*",
+                                 "*worst case: rms_norm@qwen3/*", "*looks like gamma-plus-one*",
+                                 "*needs a module-level function*"])
+
+
+def test_a_failure_names_its_bug_in_the_short_summary_and_a_usage_error_has_no_chained_traceback(pytester):
+    shutil.copy(USER, pytester.path / "numpy_norms.py")
+    pytester.makepyfile(test_mine="""
+        from numpy_norms import rms_norm, rms_norm_eps_outside
+
+        def test_wrong(normdiff):
+            normdiff.check(rms_norm_eps_outside, op="rms_norm", convention="qwen3", dtype="float32")
+
+        def test_misspelled(normdiff):
+            normdiff.check(rms_norm, op="rms_norm", convention="qwen9")
+    """)
+    # -vv: pytest writes the short summary's lines whole, not cut at the terminal's width
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-vv", "-rf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "FAILED test_mine.py::test_wrong - Failed: normdiff check numpy_norms.py:rms_norm_eps_outside: disagrees, "
+        "eps-outside-sqrt (* of * cases)",
+        "FAILED test_mine.py::test_misspelled - Failed: normdiff cannot run numpy_norms.py:rms_norm: unknown "
+        "convention 'qwen9'*"])
+    # the body carries the command that replays the worst case, with the target where it lies
+    result.stdout.fnmatch_lines([f"  repro: normdiff repro rms_norm@qwen3/fp32/* --target {pytester.path}/"
+                                 "numpy_norms.py:rms_norm_eps_outside"])
+    text = result.stdout.str()
+    assert "During handling of the above exception" not in text and "Traceback" not in text, text
 
 
 def test_fixture_takes_a_library_function_and_check_options(pytester):
@@ -34,7 +62,7 @@ def test_fixture_takes_a_library_function_and_check_options(pytester):
         import mlx.core as mx
 
         def test_mlx(normdiff):
-            result = normdiff.check(mx.fast.rms_norm, op="rms_norm", convention="qwen3", dtypes=["bfloat16"],
+            result = normdiff.check(mx.fast.rms_norm, op="rms_norm", convention="qwen3", dtype=["bfloat16"],
                                     regimes=["normal"])
             assert result.framework == "mlx" and {r["dtype"] for r in result.rows} == {"bfloat16"}
 
@@ -57,17 +85,19 @@ def test_what_is_not_a_norm_fails_the_test_with_a_message_not_a_traceback(given,
     assert not failed.value.pytrace
 
 
-def test_an_unknown_convention_fails_the_test_with_the_known_ones():
+def test_an_unknown_convention_fails_the_test_with_the_known_ones_and_no_chained_exception():
     from normdiff.harness.commands.pytest_plugin import Checker
 
-    with pytest.raises(pytest.fail.Exception, match="qwen3"):
+    with pytest.raises(pytest.fail.Exception, match="qwen3") as failed:
         Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen9")
+    # the UsageError it was raised while handling is not shown again under it
+    assert failed.value.__suppress_context__ and not failed.value.pytrace
 
 
 def test_one_dtype_or_regime_as_a_string_means_that_one():
     from normdiff.harness.commands.pytest_plugin import Checker
 
-    result = Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen3", dtypes="bfloat16",
+    result = Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen3", dtype="bfloat16",
                              regimes="normal", timeout=30)
     from normdiff.cases.suites import for_pass
     from normdiff.harness.commands.check import check_suite
@@ -78,3 +108,15 @@ def test_one_dtype_or_regime_as_a_string_means_that_one():
                           "forward").cases)
     assert result.verdict == "agrees" and result.cases["total"] == wanted >= 12
     assert {row["dtype"] for row in result.rows} == {"bfloat16"}
+
+
+def test_the_old_dtypes_keyword_still_works_with_a_deprecation_warning():
+    from normdiff.harness.commands.pytest_plugin import Checker
+
+    with pytest.warns(DeprecationWarning, match="use dtype="):
+        result = Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen3", dtypes="float16",
+                                 regimes="normal", timeout=30)
+    assert {row["dtype"] for row in result.rows} == {"float16"}
+    with pytest.raises(pytest.fail.Exception, match="give dtype= only"):
+        Checker().check(str(USER) + ":rms_norm", op="rms_norm", convention="qwen3", dtype="float16",
+                        dtypes="float16")

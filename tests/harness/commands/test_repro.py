@@ -130,3 +130,19 @@ def test_repro_needs_exactly_one_implementation(capsys):
     assert cli.main(["repro", NUMPY_CASE, "-i", "numpy", "--target", f"{USER}:rms_norm"]) == 2
     code, _, err = run_repro(capsys, NUMPY_CASE, "--target", f"{USER}:rms_norm", "--convention", "olmo2")
     assert code == 2 and "--convention olmo2 is not the convention of case" in err
+
+
+@pytest.mark.parametrize("given, differs", [
+    # cut after the regime: from_id would fill in w=ones and replay another case than the trained one
+    ("rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3", "adds w=ones"),
+    # the convention's own eps, which a full id leaves out
+    ("rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained/eps=1e-6", "has no eps=1e-6"),
+    # another eps written as typed, not as the id spells it
+    ("rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained/eps=1e-5", "adds eps=1e-05 and has no eps=1e-5"),
+])
+def test_an_id_that_is_not_its_cases_full_id_is_refused_with_the_full_one(capsys, given, differs):
+    canonical = Case.from_id(given).id
+    for args in (["-i", "numpy"], ["--target", f"{USER}:rms_norm"]):
+        code, out, err = run_repro(capsys, given, *args)
+        assert code == 2 and out == "", out
+        assert f"{given!r} is not a full case id: it reads as {canonical!r}, which {differs};" in err, err
