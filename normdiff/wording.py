@@ -54,10 +54,13 @@ def channel_bias(mean, rows: int, budget, error) -> str:
             f"(budget {fixed(budget, 2)}), while every element is within {fixed(error, 2)} ulp")
 
 
+OFF_CHAIN = "another rounding chain"  # how off_chain's detail begins (check.py finds such rows by it)
+
+
 def off_chain(fraction, identical, error, budget) -> str:
     """The judge's detail for an output within its ULP budget that rounds where the contract's chain
     does not (engine/chain.py)."""
-    return (f"another rounding chain: {share(fraction)} of the elements are values no legal float32 order of the "
+    return (f"{OFF_CHAIN}: {share(fraction)} of the elements are values no legal float32 order of the "
             f"contract's roundings gives ({share(identical)} bit-identical to its chain), while every element is "
             f"within {fixed(error, 2)} ulp (budget {fixed(budget, 2)})")
 
@@ -132,6 +135,14 @@ def closest_bug(name: str, matched: int, of: int) -> str:
     examined': a candidate too weak to be named as the bug."""
     return (f"bug: not identified; the closest, {name}, explains only {matched} of the {of} disagreeing cases "
             "examined")
+
+
+def chain_bug(convention: str, count: int) -> str:
+    """'bug: no catalogued one; its outputs round where qwen3.5 does not ...': every disagreeing case
+    is within its budget and off the contract's rounding chain, and no change explains it."""
+    return (f"bug: no catalogued one; its outputs round where {convention} does not: all {count} disagreeing cases "
+            "are off its rounding chain or within one rounding of its budget (an extra rounding to the input dtype, "
+            "or one in another place)")
 
 
 def fitted_bug(says: str) -> str:

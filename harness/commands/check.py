@@ -415,19 +415,35 @@ def _answer_lines(result: CheckResult) -> list[str]:
     w = result.worst_case
     if result.verdict != "disagrees" or not w:
         return []
-    lines = [f"  {_bug_line(result.diagnosis)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
+    lines = [f"  {_bug_line(result)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
     if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
         lines.append(f"    detail: {_one(w['detail'])}")
     return lines
 
 
-def _bug_line(d: diagnosis.Diagnosis) -> str:
-    """The diagnosis in one line: the bug and its fix, or that none is identified and what came closest."""
+def _bug_line(result: CheckResult) -> str:
+    """The diagnosis in one line: the bug and its fix, or that none is identified and what came
+    closest, or, where every disagreeing case failed on the rounding chain alone, that."""
+    d = result.diagnosis
     if d.matches:
         best = d.matches[0]
         return wording.the_bug(best.name, best.fix) if best.convincing else \
             wording.closest_bug(best.name, best.matched, best.of)
-    return wording.fitted_bug(d.fits[0].says) if d.fits else wording.NO_BUG
+    if d.fits:
+        return wording.fitted_bug(d.fits[0].says)
+    chain_only = _chain_only(result)
+    return wording.chain_bug(result.convention, chain_only) if chain_only else wording.NO_BUG
+
+
+def _chain_only(result: CheckResult) -> int:
+    """How many cases disagree, when every one of them is off the rounding chain (engine/chain.py)
+    or within one rounding more than its budget (an extra rounding costs up to 1 ulp: the same
+    allowance diagnosis gives two rounded outputs); 0 otherwise."""
+    rows = result.report.results
+    failing = rows[rows[C.outcome].astype(str) == "disagree"]
+    on_chain = failing[C.detail].fillna("").astype(str).str.startswith(wording.OFF_CHAIN)
+    one_more = failing[C.max_ulp].astype(float) <= failing[C.tolerance_ulp].astype(float) + 1.0
+    return len(failing) if len(failing) and (on_chain | one_more).all() else 0
 
 
 def _note_lines(result: CheckResult) -> list[str]:

@@ -348,3 +348,14 @@ def test_a_module_without_a_bias_is_judged_with_the_identity_bias_only():
     assert code == 0 and result["verdict"] == "agrees", result
     assert result["operand_note"].startswith("takes no bias: judged with the identity only")
     assert all("/b=zeros" in row["case_id"] for row in result["rows"])
+
+
+def test_a_second_rounding_no_change_names_is_said_as_a_rounding():
+    # the L2 norm through an RMSNorm rounded to bf16, then scaled in it (mlx-lm's Kimi Linear): no
+    # catalogued change is a weightless norm's extra rounding, and the answer says what it is
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check",
+                           f"{FIX}/rounding_chains.py:l2_norm_rounded_then_scaled", "--op", "l2_norm",
+                           "--convention", "qwen3.5"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    third = proc.stdout.splitlines()[2]
+    assert third.startswith("  bug: no catalogued one; its outputs round where qwen3.5 does not"), proc.stdout
