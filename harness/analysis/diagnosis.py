@@ -23,8 +23,8 @@ mistakes no discrete knob names (eps times the width, an inflated eps).
 from __future__ import annotations
 
 import itertools
-import re
 import math
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -220,8 +220,7 @@ class _Examined:
                         for c, i in zip(self.cases, self.inputs)]
         # cases whose outputs are within the budget of the convention's own: they failed on the
         # rounding chain (engine/chain.py) or a channel's mean, where the max says nothing
-        self.chain_only = [chain.LOW_PRECISION.__contains__(c.dtype)
-                           and _distance(out, mine, get_format(c.dtype)) <= budget
+        self.chain_only = [c.dtype in chain.LOW_PRECISION and _distance(out, mine, get_format(c.dtype)) <= budget
                            for c, out, mine, budget in zip(self.cases, self.outputs, self.base, self.budgets)]
 
     def run(self, case: Case, inputs, changes: dict) -> np.ndarray:

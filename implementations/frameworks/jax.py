@@ -45,9 +45,7 @@ def prepare_module(module, x):
 
 def build(module, x) -> None:
     """A linen or haiku module's params come from init with an input like x."""
-    from normdiff.implementations import jax_modules
-
-    if isinstance(module, jax_modules.BOUND):
+    if _bound(module):
         module.build(x)
 
 
