@@ -19,7 +19,7 @@ def test_the_docs_build_without_a_warning(tmp_path):
         pytest.skip(f"{', '.join(missing)} not installed: the docs extra (pip install -e '.[docs]'; make installs it)")
     done = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-b", "html",
                            "-d", str(tmp_path / "doctrees"), str(ROOT / "docs"), str(tmp_path / "html")],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     problems = [line for line in (done.stdout + done.stderr).splitlines() if "WARNING" in line or "ERROR" in line]
     assert done.returncode == 0, "\n".join(problems) or done.stderr[-4000:]
     assert (tmp_path / "html" / "index.html").exists() and (tmp_path / "html" / "teaching.html").exists()
