@@ -59,7 +59,8 @@ exactly is the structure and every count; what may drift is what differs between
     number there (a float that prints as an integer, a budget of 2, is an integer and must match);
   * except inside a case id (a word with `@` and `/`: rms_norm@qwen3/bf16/8x1024/tiny_rms:1e-4),
     which must match to the letter;
-  * a rate ("492 per second") becomes `<rate>`: a timing, though it prints as an integer;
+  * a rate ("492 per second", "45.6 per second") becomes `<rate>`: a timing, though it prints as an
+    integer when it is large;
   * a version (three dot-separated numbers and what follows them: 2.13.0+cpu) becomes `<version>`,
     a date (2026-12-04) `<date>`, a hexadecimal digest of 8 or more digits `<hex>`, and a path in
     the temporary folder `<tmp>`;
@@ -263,7 +264,7 @@ DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 HEX = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{8,}\b")
 FLOAT = re.compile(r"(?<![\w.])(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\d.])")
 TMP = re.compile(re.escape(tempfile.gettempdir()) + r"/[^\s:'\")]*")
-RATE = re.compile(r"\b\d+(?= per second)")
+RATE = re.compile(r"(?<![\w.])\d+(?:\.\d*)?(?= per second)")  # 154 or 45.6: a timing either way
 
 
 def _normalise_words(text: str) -> str:

@@ -45,6 +45,7 @@ def test_normalise_keeps_counts_and_case_ids_and_lets_timings_drift():
     assert regen.normalise(shown) != regen.normalise(shown.replace("1e-4", "1e-3"))
     assert regen.normalise("torch 2.13.0+cpu, saved 2026-12-05") == regen.normalise("torch 2.14.1, saved 2027-01-02")
     assert regen.normalise("a budget of 2") != regen.normalise("a budget of 2.01")
+    assert regen.normalise("(154 case evaluations, 492 per second)") == regen.normalise("(154 case evaluations, 45.6 per second)")
 
 
 def _missing_programs(marker) -> list[str]:
