@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 REPORT ?= normdiff-report
 SUITE ?= default
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench docs clean
 
 install: $(STAMP)
 
@@ -31,5 +31,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_run.py
 
+# The documentation site into docs/_build/html, strictly as tests/docs/test_docs_build.py builds it: a
+# warning or a broken reference fails, and the teaching notebook is executed.
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -n -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) $(REPORT) .pytest_cache
+	rm -rf $(VENV) $(REPORT) .pytest_cache docs/_build

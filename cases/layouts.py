@@ -35,7 +35,7 @@ PAD = 64  # the extra elements a padded row carries: a slice of a wider tensor (
 @dataclass(frozen=True)
 class Layout:
     name: str
-    what: str  # one line, for `normdiff list layouts` and the README
+    what: str  # one line, for `normdiff list layouts` and the docs
     moves: str = ROWS  # ROWS: the row operands and upstream gradients; PER_CASE: the weight and bias
 
 

@@ -105,6 +105,8 @@ class SuiteError(UsageError):
 
 @dataclass(frozen=True)
 class Suite:
+    """A suite: its name, description and cases (loaded from a TOML file by `load`)."""
+
     name: str
     description: str
     cases: tuple[Case, ...]

@@ -78,7 +78,7 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     After a call times out, that implementation's other calls are not made unless `keep_calling`.
     `passes`: "forward", "backward" or "both" (the suite's cases of that pass).
     `dask`: shard the run over the Dask cluster at this address ("local": a LocalCluster here;
-    README, "Campaigns on a Dask cluster"); the same report.
+    docs/dask.md); the same report.
     Every argument is checked before any work (UsageError). Stopped by Ctrl-C or SIGTERM/SIGHUP,
     it raises normdiff.interrupts.Interrupted whose `partial` is the Report of what had finished
     (or None)."""

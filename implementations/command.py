@@ -1,6 +1,6 @@
 """Implementations in any language, run as an external command (`normdiff check --command CMD`).
 
-The protocol (README, "Checking code in another language"). For each case normdiff
+The protocol (docs/other-languages.md). For each case normdiff
   1. writes the case's inputs to INPUT_PATH, a safetensors file: one tensor per input the op takes
      (`x`, `weight`, `gate`, `positions`: `OPS[op].inputs`), float tensors in the case dtype
      (F32, BF16 or F16), `positions` I64; the header's `__metadata__` (a string map) carries

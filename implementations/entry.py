@@ -41,6 +41,10 @@ TIERS = ("default", "full")
 
 @dataclass(frozen=True)
 class Implementation:
+    """A registry entry: what runs (its `entry`, in its framework's worker), under which name and
+    kind, for which (op, convention) pairs. `api.select` gives registered ones;
+    `user_implementation` and `command_implementation` make one for your code or program."""
+
     name: str
     kind: str
     framework: str
@@ -66,7 +70,7 @@ class Implementation:
     # The entry of its backward adapter ("" : it has no backward pass); with `params`, a factory too.
     backward: str = ""
     # "default": in every run; "full": only in `normdiff run --full` (or named with -i), for the
-    # runtimes whose import or compilation would more than double the default run (README, "Speed")
+    # runtimes whose import or compilation would more than double the default run (docs/speed.md)
     tier: str = "default"
     # It claims batch invariance: a row's output is bit-identical whether the row is called alone or
     # among others (Megatron-LM's and vLLM's batch-invariant norms). Where a case checks it

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for normdiff's cases, for `normdiff fuzz` and for your own Hypothesis tests.
+"""Hypothesis strategies for normdiff's cases, for `normdiff fuzz` and for your own Hypothesis tests::
 
     from hypothesis import given
     from normdiff import strategies as nds
@@ -11,7 +11,7 @@
 
 Every case drawn is a valid `Case` (cases/model.py), built directly from valid values (no filtering,
 so no health check trips on rejected draws) and replayable from its id. The draws follow the case
-model, each one chosen among the values the earlier ones allow:
+model, each one chosen among the values the earlier ones allow::
 
     op@convention   a pair some convention defines (get_contract never raises for it)
     dtype           float32, bfloat16, float16: the dtypes with a ULP budget
@@ -260,17 +260,17 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
           max_heads: int = DEFAULT_MAX_HEADS, regimes=None, layouts=None, eps: Iterable = EPS_VALUES,
           max_sample: int = DEFAULT_MAX_SAMPLE) -> st.SearchStrategy[Case]:
     """Valid cases, drawn in the case model's order (the module's docstring) and shrinking toward
-    the simplest. Every argument narrows what is drawn:
+    the simplest. Every argument narrows what is drawn::
 
-    op, convention   a name or several (None: any); `pairs` an iterable of (op, convention) or
-                     'op@convention' (what an implementation implements)
-    dtypes           names (None: float32, bfloat16, float16)
-    passes           "forward" and/or "backward" (a backward case: its dy regime and the gradient it judges)
-    max_rows, max_width, min_width, max_heads   the shape's bounds
-    regimes          x's input regimes: families (tiny_rms) or full names (tiny_rms:1e-4)
-    layouts          memory layouts (None: every one; frameworks without strides run contiguous only)
-    eps              the eps values (None or "config": the convention's own)
-    max_sample       the largest sample number
+        op, convention   a name or several (None: any); `pairs` an iterable of (op, convention) or
+                         'op@convention' (what an implementation implements)
+        dtypes           names (None: float32, bfloat16, float16)
+        passes           "forward" and/or "backward" (a backward case: its dy regime and the gradient it judges)
+        max_rows, max_width, min_width, max_heads   the shape's bounds
+        regimes          x's input regimes: families (tiny_rms) or full names (tiny_rms:1e-4)
+        layouts          memory layouts (None: every one; frameworks without strides run contiguous only)
+        eps              the eps values (None or "config": the convention's own)
+        max_sample       the largest sample number
 
     Arguments are checked when the strategy is made (UsageError), never while drawing.
 

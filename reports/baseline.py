@@ -25,7 +25,7 @@ date, so identical runs give byte-identical files. Writes are atomic (a temporar
 folder, fsync, os.replace): an interrupted run never leaves a truncated baseline.
 
 `normdiff run --baseline FILE` compares the run with FILE (`compare`); the rules for what counts as
-a regression are in `_classify` and the README ("Regression baselines and repro").
+a regression are in `_classify` and docs/baselines.md.
 """
 from __future__ import annotations
 

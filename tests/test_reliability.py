@@ -2,7 +2,7 @@
 
 Each attempt runs the real `normdiff` program in a fresh process (its own working folder and TMPDIR,
 every process it starts tagged through an environment variable) and asserts the five promises of
-the README's "Under faults" section:
+docs/faults.md ("Under faults"):
   * the exit status (0 agrees, 1 disagrees, 2 usage error or nothing could run, 3 partial,
     128 + N stopped by signal N);
   * the message: a line that names the problem and the fix;

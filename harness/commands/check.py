@@ -47,6 +47,10 @@ EXIT_CODES = {"agrees": 0, "disagrees": 1, "error": 2, "partial": 3}
 
 @dataclass
 class CheckResult:
+    """What `check` found: the verdict (agrees, disagrees, partial, error), the case counts, the
+    diagnosis, the worst case (with its repro command), the margin of an agreeing check, what could
+    not run, and a row per case; `report` is the full Report."""
+
     verdict: str  # agrees | disagrees | partial | error
     op: str
     convention: str

@@ -181,7 +181,7 @@ def _user_code_options(p, action=None, what: str = "") -> None:
     p.add_argument("--framework", choices=list(user_frameworks()), help=f"force the framework{what} (default: detected)",
                    **extra)
     p.add_argument("--call", metavar="TEMPLATE", help=f"how to call it{what}, e.g. 'f(x, scale=weight, axis=-1, "
-                                                      "epsilon=eps)' (README: call templates)", **extra)
+                                                      "epsilon=eps)' (docs/check.md: calls)", **extra)
     p.add_argument("--init", metavar="TEMPLATE", help=f"how to build a class or a graph{what}, e.g. "
                                                       "'Cls(dim, epsilon=eps)'", **extra)
     p.add_argument("--weight-attr", metavar="NAME", help=f"the parameter that holds the gain{what} (default: the "
@@ -218,8 +218,8 @@ def _run_parser(sub) -> None:
     _pass_option(run)
     run.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     run.add_argument("--dask", metavar="ADDRESS", help="shard the run over a Dask cluster: its scheduler's "
-                     "address (tcp://HOST:8786), or 'local' for one on this machine (README: campaigns on a "
-                     "Dask cluster; needs `pip install 'normdiff[dask]'`)")
+                     "address (tcp://HOST:8786), or 'local' for one on this machine (docs/dask.md; needs "
+                     "`pip install 'normdiff[dask]'`)")
     run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
                                                              "regression baseline (JSON)")
     run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
@@ -278,7 +278,7 @@ def _check_parser(sub) -> None:
                        help="suite whose cases of the op are run (default: %(default)s)")
     _user_code_options(check)
     check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
-                                         "INPUT.safetensors OUTPUT.safetensors appended (README)")
+                                         "INPUT.safetensors OUTPUT.safetensors appended (docs/other-languages.md)")
     check.add_argument("--eps", type=float, help="your model's eps: the cases that run at the convention's config "
                                                  "eps run at this one (the suite's other eps values still run)")
     _case_filters(check)

@@ -330,9 +330,9 @@ def plan_shards(suite: Suite, impls: list[Implementation], slots: int) -> list[S
     skipped after a hang as a local run, each framework imported once), and with fewer,
     frameworks share `slots` shards of about equal work, so each Dask worker's runner still
     overlaps several frameworks as a local run does. On this project's 2-core machine with --dask
-    local this was the plan measured fastest and cheapest in CPU (README, "Campaigns on a Dask
-    cluster"): a shard per framework keeps one framework process busy per Dask worker at a time,
-    and a shard per slot over every implementation imports every framework in every Dask worker.
+    local this was the plan measured fastest and cheapest in CPU (docs/dask.md): a shard per
+    framework keeps one framework process busy per Dask worker at a time, and a shard per slot over
+    every implementation imports every framework in every Dask worker.
     With more slots than frameworks, each framework's calls are split over them (whole row
     batches: the same results). Implementations that need resources get a shard per framework:
     how many workers offer those is not the plan's to know."""

@@ -31,6 +31,8 @@ class ModelRunError(Exception):
 
 @dataclass
 class SiteResult:
+    """One site of the model (its module path), judged over its calls in the swapped run."""
+
     path: str
     kind: str
     op: str
@@ -75,6 +77,11 @@ class OwnSite:
 
 @dataclass
 class ModelRun:
+    """A judged `normdiff model` run: `sites` (SiteResult, in call order), `first_diverging` (the
+    first swapped site out of budget, or None), `failed` (where a swapped implementation raised),
+    `hidden` and `logits` (Comparison with the unswapped run), `own` (the model's own classes,
+    judged the same way)."""
+
     family: str
     dtype: str
     seed: int

@@ -120,7 +120,7 @@ C_CASES = tuple(Case.of("rms_norm", "qwen3", dtype, "4x256", regime=regime, weig
 
 @pytest.fixture(scope="session")
 def c_programs(tmp_path_factory) -> dict[str, Path]:
-    """The README's example compiled twice: as written, and with -DEPS_OUTSIDE (the bug)."""
+    """docs/other-languages.md's example compiled twice: as written, and with -DEPS_OUTSIDE (the bug)."""
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.skip("no C compiler (gcc) on this machine")
