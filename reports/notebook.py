@@ -111,7 +111,7 @@ def _failing(report) -> str:
                      f"{replay(repro_command(top[C.case_id], name, replays))}</li>")
     more = f'<p class="muted">... and {len(names) - LISTED} more failing implementations.</p>' \
         if len(names) > LISTED else ""
-    return ("<p>Failing (<code>normdiff check</code> names the bug of code of your own):</p><ul>"
+    return ("<p>Failing, each with its worst case (<code>normdiff check</code> says which bug it looks like):</p><ul>"
             + "".join(items) + "</ul>" + more)
 
 
