@@ -83,16 +83,23 @@ def page_and_plots(report, plots_on: bool | None = None) -> tuple[str, dict[str,
         return page.finish(text), page.drawn
 
 
+def verdict(meta: dict) -> tuple[bool, str]:
+    """Whether the run passed, and the sentence that says so (the page's banner, and the first line
+    of a Report shown in a notebook: reports/notebook.py)."""
+    ok = meta.get("exit_code") == 0
+    failing = meta.get("failing") or []
+    said = ("Every non-mutant implementation agrees with the reference." if ok else
+            "Some implementation disagrees with the reference: " + ", ".join(failing))
+    if meta.get("incomplete"):
+        ok, said = False, f"INCOMPLETE: {meta['incomplete']}; the cases that did not finish have no rows. " + said
+    return ok, said
+
+
 def _page(report, page: markup.Page) -> str:
     sections = [(view, view.html(report, report.view(view.name), page)) for view in VIEWS.values() if view.html]
     sections = [(view, text) for view, text in sections if text]
     meta = report.meta
-    ok = meta.get("exit_code") == 0
-    failing = meta.get("failing") or []
-    banner = ("Every non-mutant implementation agrees with the reference." if ok else
-              "Some implementation disagrees with the reference: " + ", ".join(failing))
-    if meta.get("incomplete"):
-        ok, banner = False, f"INCOMPLETE: {meta['incomplete']}; the cases that did not finish have no rows. " + banner
+    ok, banner = verdict(meta)
     nav = "".join(f'<a href="#{view.name}">{markup.esc(view.nav)}</a>' for view, _ in sections if view.nav)
     body = (f"<h1>normdiff report: suite <code>{markup.esc(meta.get('suite', '?'))}</code></h1>"
             f'<p class="muted">{markup.esc(meta.get("cases", "?"))} cases x '

@@ -60,3 +60,10 @@ class Report:
     def exact_families(self) -> dict[str, list[list[str]]]:
         """Bit-exact families per dtype (views/agreement.py)."""
         return _agreement.exact_families(self)
+
+    def _repr_html_(self) -> str:
+        """How Jupyter shows a Report: the verdict, what failed and how to replay it, one compact
+        table (reports/notebook.py)."""
+        from normdiff.reports.notebook import report_html
+
+        return report_html(self)

@@ -83,6 +83,10 @@ class CheckResult:
         best = self.diagnosis.matches[0] if self.diagnosis.matches else None
         return best.name if best is not None and best.convincing else ""
 
+    def _repr_html_(self) -> str:
+        """How Jupyter shows a check: its answer first, as `describe` gives it (describe_html)."""
+        return describe_html(self)
+
     def as_dict(self) -> dict:
         return {"verdict": self.verdict, "exit_code": self.exit_code, "op": self.op, "convention": self.convention,
                 "implementation": self.implementation, "framework": self.framework, "cases": self.cases,
@@ -387,12 +391,60 @@ def describe(result: CheckResult, target: str) -> str:
     head = f"normdiff check {_one(target)}: {_one(result.op)}@{_one(result.convention)} ({_one(result.framework)})"
     if result.verdict == "error":
         return printable(f"{head}\n  cannot run it: {result.message}")
-    c = result.cases
-    known = f", {c['known_finding']} explained by a known finding" if c.get("known_finding") else ""
-    lines = [head, f"  {result.verdict.upper()}: {c['agree']} of {c['total']} cases agree, {c['disagree']} disagree, "
-                   f"{c['error']} could not run{known}"]
+    lines = [head, f"  {_counts_line(result)}"]
     lines += _answer_lines(result) + _note_lines(result) + _diagnosis_lines(result) + _side_by_side_lines(result)
     return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
+
+
+def _counts_line(result: CheckResult) -> str:
+    """'DISAGREES: 79 of 115 cases agree, 36 disagree, 0 could not run': the verdict and its counts."""
+    c = result.cases
+    known = f", {c['known_finding']} explained by a known finding" if c.get("known_finding") else ""
+    return (f"{result.verdict.upper()}: {c['agree']} of {c['total']} cases agree, {c['disagree']} disagree, "
+            f"{c['error']} could not run{known}")
+
+
+SHOWN_ROWS = 5  # rows of describe_html's table
+
+
+def describe_html(result: CheckResult, target: str | None = None) -> str:
+    """The check as a notebook shows it (CheckResult._repr_html_), in describe's order: the verdict
+    and its counts, the bug with its sentence, the worst case and the command that replays it, the
+    notes; then the worst rows as a table, the worst case side by side, and describe's whole text
+    folded away. `target`: what was checked (the implementation's name when not given). Every value
+    is escaped (reports/markup.py)."""
+    from normdiff.reports import markup, notebook
+    from normdiff.reports.views.worst import side_by_side_html
+    from normdiff.harness.engine.tables import ranked
+
+    target = result.implementation if target is None else target
+    esc = markup.esc
+    head = (f"<p><b>normdiff check</b> <code>{esc(target)}</code>: <code>{esc(result.op)}@{esc(result.convention)}"
+            f"</code> ({esc(result.framework)})</p>")
+    if result.verdict == "error":
+        return notebook.block(head + notebook.banner(False, f"ERROR: cannot run it: {result.message}"))
+    parts = [head, notebook.banner(result.verdict == "agrees", _counts_line(result))]
+    w = result.worst_case
+    if result.verdict == "disagrees" and w:
+        best = result.diagnosis.matches[0] if result.diagnosis.matches else None
+        parts.append(f"<p><b>{esc(_bug_line(result))}</b></p>")
+        if best is not None and best.symptom:
+            parts.append(f"<p>{esc(best.symptom)}</p>")
+        parts.append(f"<p>worst case: {esc(w['headline'])}<br>{notebook.replay(w[C.repro])}</p>")
+    notes = [line.strip() for line in _note_lines(result)]
+    if notes:
+        parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in notes) + "</ul>")
+    report = result.report
+    if report is not None and len(report.results):
+        prefix = notebook.uuid()
+        rows = ranked(report.results).head(SHOWN_ROWS)
+        parts.append(f"<p>The {len(rows)} worst of its {len(report.results)} rows:</p>"
+                     + notebook.rows_table(report, rows, prefix, "rows"))
+        if w.get(C.case_id) and result.implementation:
+            parts.append(side_by_side_html(report, str(w[C.case_id]), result.implementation, prefix))
+    parts.append(f"<details><summary>the whole answer, as <code>normdiff check</code> prints it</summary>"
+                 f"<pre>{esc(describe(result, target))}</pre></details>")
+    return notebook.block("".join(parts))
 
 
 def summary(result: CheckResult, target: str) -> str:

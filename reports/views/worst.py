@@ -37,7 +37,13 @@ def _side_by_side(report, rows: pd.DataFrame) -> str:
     if with_output.empty:
         return '<p class="muted">No case returned an output to show side by side.</p>'
     top = with_output.iloc[0]
-    case_id, name = str(top[C.case_id]), str(top[C.implementation])
+    return side_by_side_html(report, str(top[C.case_id]), str(top[C.implementation]))
+
+
+def side_by_side_html(report, case_id: str, name: str, uuid: str = "") -> str:
+    """The side-by-side of implementation `name` on `case_id` (worst.side_by_side) as a caption and
+    a table whose id is `sbs_` and the implementation's slug (`uuid` first, when given: a notebook
+    shows several on one page), or why there is none."""
     frame = worst.side_by_side(report.outputs, case_id, name)
     if frame is None:
         return (f'<p class="muted">Side-by-side of <code>{markup.esc(case_id)}</code>: this run did not keep its '
@@ -51,7 +57,8 @@ def _side_by_side(report, rows: pd.DataFrame) -> str:
     attrs = {k: markup.esc(v) for k, v in frame.attrs.items()}
     caption = (f"<p>Side-by-side, <code>{markup.esc(case_id)}</code>, row {attrs['row']} ({attrs['dtype']}); "
                f"worst element at column {attrs['column']}:</p>")
-    return caption + markup.table(shown, f"sbs_{markup.slug(name)}", styles=styles, index=True, extra_class="sbs")
+    return caption + markup.table(shown, f"{uuid}sbs_{markup.slug(name)}", styles=styles, index=True,
+                                  extra_class="sbs")
 
 
 def _html(report, ranked_rows, page) -> str:

@@ -356,3 +356,58 @@ def test_the_cli_error_line_shows_control_characters_as_escapes(monkeypatch, cap
     assert cli.main(["list", "implementations"]) == cli.USAGE_ERROR
     err = capsys.readouterr().err
     assert err == "normdiff: error: no such suite '\\x1b[2Jevil\\x07'\nsee --help\n"
+
+
+# ---- what a notebook shows (_repr_html_) --------------------------------------------------------
+
+REPR_TAGS = {"div", "style", "p", "b", "br", "code", "span", "wbr", "ul", "li", "table", "thead", "tbody", "tr",
+             "th", "td", "details", "summary", "pre"}
+
+
+def check_repr(text: str) -> str:
+    """What a shown block must be whatever its names say: escaped, parsed into its own tags only;
+    its visible text."""
+    assert text.startswith('<div class="normdiff-repr">') and "<script" not in text.lower()
+    assert "<b>bold" not in text and "</table><script" not in text and CONTROL.search(text) is None
+    assert not re.search(r"""<[a-z]+(?:\s+[a-z-]+="[^"]*")*\s+[a-z-]+=[^"\s>]""", text)  # attributes quoted
+    parsed = Tags()
+    parsed.feed(text)
+    assert set(parsed.tags) <= REPR_TAGS, set(parsed.tags) - REPR_TAGS
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", i) for i in parsed.ids) and len(parsed.ids) == len(set(parsed.ids))
+    return "".join(parsed.text)
+
+
+def test_a_reports_repr_shows_the_names_as_text(hostile):
+    shown = check_repr(hostile._repr_html_())
+    for name in HOSTILE:
+        assert printable(name) in shown, name
+    assert "normdiff run: suite " + printable(SUITE) in shown
+    assert f"{printable(SCRIPT)}: " not in shown  # an agreeing implementation is in the table only
+    assert "Some implementation disagrees with the reference: " + ", ".join(
+        printable(rename(n)) for n in ("fx-doubles", "fx-eps_outside", "fx-raises")) in shown
+
+
+def test_a_checks_repr_shows_the_names_and_messages_as_text(hostile, fixtures_dir):
+    from normdiff.harness.analysis.diagnosis import Diagnosis, Match
+
+    match = Match("bug " + SCRIPT, {}, 3, 4, 0.0, "fix " + BOLD + ANSI, symptom="symptom " + DETAIL)
+    worst = {"case_id": "case" + ANSI, "headline": "headline " + SCRIPT + ANSI, "repro": "normdiff repro " + DETAIL}
+    result = check.CheckResult(
+        "disagrees", "rms_norm" + ANSI, "qwen3" + SCRIPT, SCRIPT, BOLD,
+        {"total": 3, "agree": 1, "identical": 0, "disagree": 2, "error": 0, "known_finding": 0},
+        diagnosis=Diagnosis([match]), worst_case=worst,
+        not_run=[{"dtype": "bfloat16" + ANSI, "cases": 1, "reason": "boom " + DETAIL, "example": "case\x07\nid"}],
+        known_findings=[{"explanation": "finding " + SCRIPT, "cases": 1, "example": "c" + ANSI}],
+        eps_note="eps " + BOLD, output_dtype="float32" + ANSI, report=hostile)
+    text = result._repr_html_()
+    shown = check_repr(text)
+    for said in (SCRIPT, BOLD, "bug " + SCRIPT, "fix " + BOLD + ANSI, "headline " + SCRIPT + ANSI,
+                 "boom " + DETAIL.split("\n")[0], "finding " + SCRIPT, "eps " + BOLD):
+        assert printable(said) in shown, said
+    assert "normdiff check " + printable(SCRIPT) + ": " in shown
+    from normdiff.harness.engine.tables import ranked, repro_command
+
+    top = ranked(hostile.results).iloc[0]  # the worst rows are the hostile report's, with their replays
+    assert printable(repro_command(top["case_id"], top["implementation"], {})) in shown
+    error = dataclasses.replace(result, verdict="error", message="Traceback:\n" + DETAIL)
+    assert "cannot run it: Traceback:\n" + printable(DETAIL) in check_repr(error._repr_html_())
