@@ -498,11 +498,12 @@ def _diagnosis_lines(result: CheckResult) -> list[str]:
 def _side_by_side_lines(result: CheckResult) -> list[str]:
     """The worst case's worst row beside the reference, element by element."""
     w = result.worst_case
-    if "x" not in w:
+    if "yours" not in w:
         return []
     lines = [f"  worst case side by side: row {w['row']}, columns {_one(', '.join(w['columns']))}"]
+    shown = ((w["input"], w["input"]),) if w["input"] else ()
     return lines + [f"    {name:<10} {columns(w[key], 10, 4)}" for name, key in
-                    (("x", "x"), ("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
+                    shown + (("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
 
 
 __all__ = ["check", "CheckResult", "describe", "summary", "TargetError"]
