@@ -35,7 +35,8 @@ from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.tables import repro_command
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.entry import Implementation
-from normdiff.implementations.user import MISSING_OPERAND
+from normdiff.implementations.frameworks import FRAMEWORKS
+from normdiff.implementations.user import MISSING_OPERAND, per_head
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
 from normdiff.text import columns, general
@@ -64,6 +65,8 @@ class CheckResult:
     layouts_skipped: str = ""
     eps_note: str = ""  # code that takes no eps: at which eps it was judged
     operand_note: str = ""  # a module without a weight or bias parameter: judged with the identity only
+    call_note: str = ""  # how the code was called, where that hides a bug of its caller's (a module per head)
+    backward_note: str = ""  # why the backward pass was not checked, where it was asked for and the suite has it
     # the known findings its rows show (engine/verdict.py): {explanation, cases, example}
     known_findings: list = field(default_factory=list)
     report: object = None  # the full Report, for the curious
@@ -87,7 +90,8 @@ class CheckResult:
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
                 "message": self.message, "layouts_skipped": self.layouts_skipped,
                 "known_findings": self.known_findings, "eps_note": self.eps_note,
-                "operand_note": self.operand_note, "rows": self.rows}
+                "operand_note": self.operand_note, "call_note": self.call_note, "backward_note": self.backward_note,
+                "rows": self.rows}
 
 
 def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
@@ -223,6 +227,40 @@ def _passes(impl: Implementation, asked: str) -> str:
     return asked if asked != "both" else (has[0] if len(has) == 1 else "both")
 
 
+def _backward_not_checked(impl: Implementation, asked: str, op: str, cases: suites.Suite) -> str:
+    """Why the backward pass is not checked, when both passes were asked for, the suite has backward
+    cases of the op and the implementation runs only its forward ("" otherwise): normdiff
+    differentiates torch and JAX code only (flax nnx module classes not yet), and a command is a
+    forward unless --pass says it has the backward call too."""
+    if asked != "both" or impl.passes != ("forward",) or not any(c.pass_ == "backward" for c in cases.cases):
+        return ""
+    if impl.framework == "command":
+        return ("backward not checked: a --command is taken for a forward; if it answers the backward call too "
+                "(README: checking code in another language), say so with --pass both")
+    explicit = (f"give an explicit backward, a function whose first parameter is dy "
+                f"({OPS[op].backward_signature}), and check it with --pass backward")
+    target = impl.target
+    if target is not None and target.is_class and FRAMEWORKS[impl.framework].differentiate is not None:
+        return (f"backward not checked: normdiff does not differentiate {impl.framework} module classes; give a "
+                f"function, or {explicit}")
+    return f"backward not checked: {impl.framework} code has no autograd here; {explicit}"
+
+
+def _how_called(impl: Implementation, cases: suites.Suite) -> str:
+    """How a module class was called, where that hides what its caller does: per head (user.py
+    `per_head`), it never sees the heads together, so a norm its caller takes over all of them
+    (qk-norm-full-vector) cannot show. "" otherwise (a function gets the whole row and num_heads)."""
+    if impl.target is None or not impl.target.is_class:
+        return ""
+    heads = [c for c in cases.cases if per_head(c.span, c.width, c.contract.weight_span)]
+    if not heads:
+        return ""
+    dims = ", ".join(str(d) for d in sorted({c.head_dim for c in heads}))
+    return (f"called per head: your module receives x viewed as (..., heads, head_dim), one head's vector of "
+            f"head_dim {dims} on its last axis; a norm taken over all heads in the caller cannot show here (check "
+            "the caller's norm as a function of the whole row and num_heads)")
+
+
 def _names(given) -> tuple:
     """One name or several: `dtypes="bfloat16"` means ("bfloat16",), never its letters."""
     return (given,) if isinstance(given, str) else tuple(given or ())
@@ -240,7 +278,8 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     """`passes`: "forward", "backward" or "both", of those the implementation runs (an explicit
     backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
     ((op, convention),) = impl.op_conventions
-    cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
+    every = check_suite(suite, op, convention, eps, dtypes, regimes)
+    cases = suites.for_pass(every, _passes(impl, passes))
     cases, skipped = _laid_out_for(impl, cases)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
@@ -258,6 +297,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
     result = CheckResult(verdicts.check(rows), op, convention, impl.name, impl.framework, counts, report=report)
     result.eps_note, result.operand_note = eps_note, operand_note
+    result.call_note, result.backward_note = _how_called(impl, cases), _backward_not_checked(impl, passes, op, every)
     result.output_dtype = _output_dtype(rows)
     result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
@@ -460,6 +500,7 @@ def _note_lines(result: CheckResult) -> list[str]:
         lines.append(f"  eps: {result.eps_note}")
     if result.operand_note:
         lines.append(f"  operands: {result.operand_note}")
+    lines += [f"  {note}" for note in (result.call_note, result.backward_note) if note]
     if result.output_dtype:
         lines.append(f"  output dtype: {_one(result.output_dtype)}")
     if result.layouts_skipped:
