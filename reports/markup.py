@@ -31,8 +31,9 @@ class Markdown(str):
 
 
 _BACKSLASHED = re.compile(r"[\\`*\[\]|~]|(?<![^\W_])_|_(?![^\W_])")  # `_` inside a word is no emphasis
-# what would start a heading, a list item, a thematic break or a numbered item at the start of a line
-_BLOCK_START = re.compile(r"^(?:(#)(?=#{0,5}(?:[ \t]|$))|([+-])(?=[ \t-]|$)|(\d{1,9})([.)])(?=[ \t]|$))")
+# what would start a heading, a list item, a thematic break, a numbered item or a block quote at the
+# start of a line
+_BLOCK_START = re.compile(r"^(?:(#)(?=#{0,5}(?:[ \t]|$))|([+-])(?=[ \t-]|$)|(\d{1,9})([.)])(?=[ \t]|$)|>)")
 
 
 def _one_line(value) -> str:
@@ -43,11 +44,13 @@ def _one_line(value) -> str:
 
 def md_text(value) -> Markdown:
     r"""`value` as inline markdown text that renders as itself and nothing else, in a paragraph, a
-    list item, a heading or a table cell: `<`, `>`, `&` as entities (no tag survives), the markdown
-    metacharacters backslash-escaped (`a|b` -> `a\|b`, `_x_` -> `\_x\_`; an underscore inside a
-    word, as in max_ulp, is no emphasis and stays), a leading `# `, `- `, `+ ` or `1. ` escaped, and one
-    line (see _one_line), without surrounding spaces."""
-    text = _one_line(value).strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    list item, a heading or a table cell: `<` and `&` as entities (no tag, comment, autolink or
+    entity survives), the markdown metacharacters backslash-escaped (`a|b` -> `a\|b`, `_x_` ->
+    `\_x\_`; an underscore inside a word, as in max_ulp, is no emphasis and stays), a leading `# `,
+    `- `, `+ `, `1. ` or `>` escaped, and one line (see _one_line), without surrounding spaces. A `>`
+    past the start stays as it is: with every `<` an entity it closes nothing, and an arrow (`->`)
+    reads as one in the file too, not as `-&gt;`."""
+    text = _one_line(value).strip().replace("&", "&amp;").replace("<", "&lt;")
     text = _BACKSLASHED.sub(lambda m: "\\" + m.group(), text)
     text = _BLOCK_START.sub(lambda m: m.group(3) + "\\" + m.group(4) if m.group(3) else "\\" + m.group(), text)
     return Markdown(text)
