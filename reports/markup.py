@@ -172,8 +172,9 @@ def shade(share) -> str:
 
 
 def kv_table(rows) -> str:
-    """A two-column table of (label, value) pairs, both escaped."""
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    """A two-column table of (label, value) pairs, both escaped; a value may wrap after each '/' (a
+    path, a case id)."""
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{breakable(v)}</td></tr>" for k, v in rows)
     return f'<div class="scroll"><table class="data kv">{body}</table></div>'
 
 
