@@ -116,7 +116,7 @@ OUTCOME_STYLE = {"identical": VERDICT_STYLE["agrees"], "agree": VERDICT_STYLE["a
 BAD_STYLE = VERDICT_STYLE["disagrees"]
 CASE_COLUMN = "case id and replay command"
 ROW_CLASSES = {CASE_COLUMN: "casecol", "implementation": "nowrap", "max_ulp": "nowrap", "budget": "nowrap",
-               "rel_l2": "nowrap", "detail": "wrap"}
+               "rel_l2": "nowrap", "detail": "wrap", "diagnosis": "wrap"}
 
 
 def esc(text) -> str:

@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normdiff.cases import suites
-from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
 from normdiff.harness import api
-from normdiff.harness.analysis import backward_diagnosis, diagnosis
+from normdiff.harness.analysis import answer, diagnosis
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
+from normdiff.harness.data.outcomes import FAILED_TO_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import columns as table_columns
 from normdiff.harness.engine.columns import C
 from normdiff.harness.engine import verdict as verdicts
@@ -118,31 +117,6 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
         raise UsageError(f"suite {full.name!r} has no {op} case of dtype {' or '.join(sorted(wanted_dtypes))} in "
                          f"regime {' or '.join(sorted(regimes))}")
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
-
-
-def _diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis.Diagnosis:
-    """Cases that are wrong only in a non-contiguous layout (their contiguous twin among `agreeing`)
-    first: no contract explains them. Then forward cases against the knob search; backward ones (ids
-    naming dy=) against the catalogued backward-only bugs, when no forward case fails."""
-    layout = diagnosis.layout_match(list(outputs), agreeing)
-    if layout is not None:
-        others = {cid: out for cid, out in outputs.items() if Case.from_id(cid).layout == CONTIGUOUS}
-        found = _diagnose(others, op, convention) if others else diagnosis.Diagnosis()
-        layout.of = len(outputs)
-        found.matches = sorted([layout] + found.matches, key=lambda m: -m.share)[:5]
-        found.examined = max(found.examined, min(len(outputs), diagnosis.MAX_CASES))
-        return found
-    backward = {cid: out for cid, out in outputs.items() if Case.from_id(cid).pass_ == "backward"}
-    forward = {cid: out for cid, out in outputs.items() if cid not in backward}
-    found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
-    # a backward-only bug is considered only where the forward agrees: a wrong forward explains its
-    # own gradients too (the derivative of a wrong function), and is the bug to name first
-    if backward and not forward:
-        with np.errstate(all="ignore"):
-            matches = backward_diagnosis.diagnose(backward, op, convention)
-        found.matches = sorted(matches + found.matches, key=lambda m: -m.share)[:5]
-        found.examined = max(found.examined, min(len(backward), diagnosis.MAX_CASES))
-    return found
 
 
 def _at_the_eps_it_takes(report, impl: Implementation, op: str, convention: str, eps: float | None):
@@ -281,7 +255,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     every = check_suite(suite, op, convention, eps, dtypes, regimes)
     cases = suites.for_pass(every, _passes(impl, passes))
     cases, skipped = _laid_out_for(impl, cases)
-    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
+    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling, diagnose=False)
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
     report, operand_note = _with_the_operands_it_has(report, impl, op)
     rows = report.results
@@ -290,8 +264,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     excused = np.array([v == verdicts.EXCUSED for v in said], dtype=bool)
     judged = np.array(verdicts.has_output(rows), dtype=bool)  # an error that returned an output ran
     failed = outcome.isin(FAILED_TO_RUN) & ~judged
-    fails = np.array([v == verdicts.FAILS for v in said], dtype=bool)
-    disagreeing = (outcome.isin(DISAGREEING) | judged) & fails
+    disagreeing = answer.disagreeing(rows)
     counts = {"total": len(rows), "agree": int((outcome.isin(PASSING) | (excused & ~failed)).sum()),
               "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
@@ -306,15 +279,12 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         return result
     result.not_run = _not_run(rows[failed])
     if result.verdict == "disagrees":
-        bad = rows[disagreeing]
-        wrong = bad[[diagnosis.output_wrong(o, d) for o, d in zip(bad[C.outcome].astype(str), bad[C.detail])]]
-        outputs = {cid: report.outputs[(cid, impl.name)] for cid in wrong[C.case_id] if (cid, impl.name) in report.outputs}
-        agreeing = rows.loc[outcome.isin(PASSING), C.case_id]
-        result.diagnosis = _diagnose(outputs, op, convention, agreeing)
-        written = diagnosis.input_written_match(dict(zip(bad[C.case_id], bad[C.detail].fillna("").astype(str))))
-        if written is not None:  # no contract knob says it; the numbers, where they err too, after it
-            result.diagnosis.matches = [written] + result.diagnosis.matches[:4]
+        outputs = {cid: out for (cid, name), out in report.outputs.items() if name == impl.name}
+        result.diagnosis = answer.diagnose_rows(rows, outputs, op, convention)
         result.worst_case = _worst(rows[disagreeing], report, impl)  # cases that could not run: not_run
+        # the rows say it as a run's do (results.csv `diagnosis`, a report written with --out)
+        rows = rows.assign(**{C.diagnosis: np.where(disagreeing, _bug_line(result), rows[C.diagnosis])})
+        result.report = report = dataclasses.replace(report, results=rows)
     if result.verdict != "disagrees":
         result.margin = _margin(rows[~failed & ~excused])  # a known finding's rows are said apart
     result.known_findings = _known_findings(rows[excused])
@@ -462,28 +432,8 @@ def _answer_lines(result: CheckResult) -> list[str]:
 
 
 def _bug_line(result: CheckResult) -> str:
-    """The diagnosis in one line: the bug and its fix, or that none is identified and what came
-    closest, or, where every disagreeing case failed on the rounding chain alone, that."""
-    d = result.diagnosis
-    if d.matches:
-        best = d.matches[0]
-        return wording.the_bug(best.name, best.fix) if best.convincing else \
-            wording.closest_bug(best.name, best.matched, best.of)
-    if d.fits:
-        return wording.fitted_bug(d.fits[0].says)
-    chain_only = _chain_only(result)
-    return wording.chain_bug(result.convention, chain_only) if chain_only else wording.NO_BUG
-
-
-def _chain_only(result: CheckResult) -> int:
-    """How many cases disagree, when every one of them is off the rounding chain (engine/chain.py)
-    or within one rounding more than its budget (an extra rounding costs up to 1 ulp: the same
-    allowance diagnosis gives two rounded outputs); 0 otherwise."""
-    rows = result.report.results
-    failing = rows[rows[C.outcome].astype(str) == "disagree"]
-    on_chain = failing[C.detail].fillna("").astype(str).str.startswith(wording.OFF_CHAIN)
-    one_more = failing[C.max_ulp].astype(float) <= failing[C.tolerance_ulp].astype(float) + 1.0
-    return len(failing) if len(failing) and (on_chain | one_more).all() else 0
+    """The diagnosis in one line (analysis/answer.py: a run's rows say the same)."""
+    return answer.bug_line(result.diagnosis, result.report.results, result.convention)
 
 
 def _note_lines(result: CheckResult) -> list[str]:
