@@ -72,9 +72,13 @@ def check_implementations(implementations) -> list[Implementation]:
 
 def run_suite(suite: str | suites.Suite = "default", implementations: list[Implementation] | None = None,
               timeout: float = 60.0, progress=None, keep_outputs: bool | str = False,
-              keep_calling: bool = False, passes: str = "both", dask: str | None = None) -> Report:
+              keep_calling: bool = False, passes: str = "both", dask: str | None = None,
+              diagnose: bool = True) -> Report:
     """Run `suite` over `implementations` (default: every registered one). keep_outputs: True keeps
-    every output array in report.outputs, "worst" only those the report's side-by-sides show.
+    every output array in report.outputs, "worst" only those the report's side-by-sides show and a
+    user implementation's failing ones. `diagnose`: each disagreeing row of a user implementation
+    that disagrees says which bug it looks like, as check does (results `diagnosis`; from the
+    outputs kept, so not with keep_outputs False).
     After a call times out, that implementation's other calls are not made unless `keep_calling`.
     `passes`: "forward", "backward" or "both" (the suite's cases of that pass).
     `dask`: shard the run over the Dask cluster at this address ("local": a LocalCluster here;
@@ -108,13 +112,18 @@ def run_suite(suite: str | suites.Suite = "default", implementations: list[Imple
     except Interrupted as stop:
         stop.partial = _report(stop.partial) if stop.partial is not None else None
         raise
-    return _report(tables)
+    return _report(tables, diagnose)
 
 
-def _report(tables) -> Report:
+def _report(tables, diagnose: bool = False) -> Report:
     from normdiff.reports.report import Report
 
-    return Report(tables.results, tables.pairs, tables.meta, tables.outputs, cases=tables.cases)
+    results = tables.results
+    if diagnose and tables.outputs:
+        from normdiff.harness.analysis import answer
+
+        results = answer.diagnosed(results, tables.outputs)
+    return Report(results, tables.pairs, tables.meta, tables.outputs, cases=tables.cases)
 
 
 def _import_reports() -> None:

@@ -36,6 +36,9 @@ KINDS = ("reference", "own", "framework", "model", "mutant", "user")
 # the kinds whose implementations are expected to fail: a mutant is a contract bug on purpose, and the
 # harness's self-test is that it disagrees ("caught"); engine/verdict.py reads this, nothing else
 EXPECTED_TO_FAIL_KINDS = ("mutant",)
+# the kind of a user's code (a target or a command): a run keeps its failing rows' outputs and says
+# which bug they look like, as check does (engine/tables.py, harness/analysis/answer.py)
+USER_KIND = "user"
 TIERS = ("default", "full")
 
 

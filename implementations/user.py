@@ -128,6 +128,14 @@ def _values(fw: Framework, contract: Contract, inputs: CaseInputs, arrays: bool 
     return values
 
 
+def per_head(span: int, width: int, weight_span: str) -> bool:
+    """Whether a module class is called per head: the norm's span is one head (`span` < the row's
+    `width`) and its weight is one head's (a full-width weight, as a grouped norm's, means a module
+    over the whole row). It then gets x viewed as (..., heads, head_dim), as Qwen3Attention feeds
+    q_norm, and never sees the heads together (check says so)."""
+    return span != width and weight_span != "full"
+
+
 def _native_dtype(fw: Framework, x: np.ndarray):
     value = fw.from_numpy(x[:0])
     return getattr(value, "dtype", x.dtype)
@@ -261,7 +269,7 @@ class ClassAdapter:
         head and the weight is one head's (a full-width weight, as a grouped norm's, means a module
         over the whole row, whose dim is then the width)."""
         values = {**_values(self.framework, contract, inputs), **(leaves or {})}
-        heads = values["dim"] != values["width"] and contract.weight_span != "full"
+        heads = per_head(values["dim"], values["width"], contract.weight_span)
         if not heads:
             values["dim"] = values["width"]
         return values, heads

@@ -31,8 +31,9 @@ class Markdown(str):
 
 
 _BACKSLASHED = re.compile(r"[\\`*\[\]|~]|(?<![^\W_])_|_(?![^\W_])")  # `_` inside a word is no emphasis
-# what would start a heading, a list item, a thematic break or a numbered item at the start of a line
-_BLOCK_START = re.compile(r"^(?:(#)(?=#{0,5}(?:[ \t]|$))|([+-])(?=[ \t-]|$)|(\d{1,9})([.)])(?=[ \t]|$))")
+# what would start a heading, a list item, a thematic break, a numbered item or a block quote at the
+# start of a line
+_BLOCK_START = re.compile(r"^(?:(#)(?=#{0,5}(?:[ \t]|$))|([+-])(?=[ \t-]|$)|(\d{1,9})([.)])(?=[ \t]|$)|>)")
 
 
 def _one_line(value) -> str:
@@ -43,11 +44,13 @@ def _one_line(value) -> str:
 
 def md_text(value) -> Markdown:
     r"""`value` as inline markdown text that renders as itself and nothing else, in a paragraph, a
-    list item, a heading or a table cell: `<`, `>`, `&` as entities (no tag survives), the markdown
-    metacharacters backslash-escaped (`a|b` -> `a\|b`, `_x_` -> `\_x\_`; an underscore inside a
-    word, as in max_ulp, is no emphasis and stays), a leading `# `, `- `, `+ ` or `1. ` escaped, and one
-    line (see _one_line), without surrounding spaces."""
-    text = _one_line(value).strip().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    list item, a heading or a table cell: `<` and `&` as entities (no tag, comment, autolink or
+    entity survives), the markdown metacharacters backslash-escaped (`a|b` -> `a\|b`, `_x_` ->
+    `\_x\_`; an underscore inside a word, as in max_ulp, is no emphasis and stays), a leading `# `,
+    `- `, `+ `, `1. ` or `>` escaped, and one line (see _one_line), without surrounding spaces. A `>`
+    past the start stays as it is: with every `<` an entity it closes nothing, and an arrow (`->`)
+    reads as one in the file too, not as `-&gt;`."""
+    text = _one_line(value).strip().replace("&", "&amp;").replace("<", "&lt;")
     text = _BACKSLASHED.sub(lambda m: "\\" + m.group(), text)
     text = _BLOCK_START.sub(lambda m: m.group(3) + "\\" + m.group(4) if m.group(3) else "\\" + m.group(), text)
     return Markdown(text)
@@ -113,7 +116,7 @@ OUTCOME_STYLE = {"identical": VERDICT_STYLE["agrees"], "agree": VERDICT_STYLE["a
 BAD_STYLE = VERDICT_STYLE["disagrees"]
 CASE_COLUMN = "case id and replay command"
 ROW_CLASSES = {CASE_COLUMN: "casecol", "implementation": "nowrap", "max_ulp": "nowrap", "budget": "nowrap",
-               "rel_l2": "nowrap", "detail": "wrap"}
+               "rel_l2": "nowrap", "detail": "wrap", "diagnosis": "wrap"}
 
 
 def esc(text) -> str:
@@ -169,8 +172,9 @@ def shade(share) -> str:
 
 
 def kv_table(rows) -> str:
-    """A two-column table of (label, value) pairs, both escaped."""
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    """A two-column table of (label, value) pairs, both escaped; a value may wrap after each '/' (a
+    path, a case id)."""
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{breakable(v)}</td></tr>" for k, v in rows)
     return f'<div class="scroll"><table class="data kv">{body}</table></div>'
 
 

@@ -17,7 +17,7 @@ from normdiff.text import number, ulps
 
 # the columns of a row that figures, headline, detail and message read
 COLUMNS = (C.case_id, C.implementation, C.outcome, C.max_ulp, C.tolerance_ulp, C.rel_l2, C.nan_count, C.inf_count,
-           C.detail, C.repro)
+           C.detail, C.repro, C.diagnosis)
 
 
 def records(table, extra: tuple[str, ...] = ()) -> list[Row]:
@@ -58,9 +58,15 @@ def detail(row) -> str:
     return "" if text != text else str(text)  # NaN read back from CSV: no detail
 
 
+def diagnosis(row) -> str:
+    """Which bug a user implementation's disagreeing row looks like, as check says it ('' for none)."""
+    text = _or(columns.row(row).diagnosis, "")
+    return "" if text != text else str(text)  # NaN read back from CSV: none
+
+
 def message(row, replay: bool = True, limit: int | None = None) -> str:
-    """The headline, then the row's detail (cut to `limit` characters when given) and the command
-    that replays it, one per indented line."""
+    """The headline, then the row's detail (cut to `limit` characters when given), its diagnosis
+    and the command that replays it, one per indented line."""
     row = columns.row(row)
     lines = [headline(row)]
     said = detail(row)
@@ -68,6 +74,8 @@ def message(row, replay: bool = True, limit: int | None = None) -> str:
         if limit is not None and len(said) > limit:
             said = said[:limit - 3] + "..."
         lines.append(f"  detail: {said}")
+    if diagnosis(row):
+        lines.append(f"  diagnosis: {diagnosis(row)}")
     if replay:
         given = row.repro
         replay = given if isinstance(given, str) and given else repro_command(_or(row.case_id, ""),

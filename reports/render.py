@@ -14,6 +14,7 @@ import pandas as pd
 from normdiff import processes
 from normdiff.files import atomic_write
 from normdiff.harness.engine import verdict
+from normdiff.harness.engine.columns import C
 from normdiff.reports import folder, html, junit, markup
 from normdiff.reports.markdown import summary_markdown
 from normdiff.reports.views import VIEWS
@@ -61,8 +62,19 @@ def terminal(report) -> str:
     groups = "; ".join(braces(map(one, g)) for g in report.groups("agree"))
     exact = "\n".join(f"  {one(dtype):<9} " + "; ".join(braces(map(one, g)) for g in fams)
                       for dtype, fams in report.exact_families().items())
-    return (f"{text}\n\n{_mutant_line(report)}agreement groups: {groups}\n"
+    return (f"{text}\n\n{_diagnosis_lines(report, one)}{_mutant_line(report)}agreement groups: {groups}\n"
             f"bit-exact families (identical on >= {share(EXACT_SHARE)} of elements):\n{exact}\n")
+
+
+def _diagnosis_lines(report, one) -> str:
+    """A line per user implementation whose disagreeing rows are diagnosed: the bug they look like,
+    as check says it (results `diagnosis`)."""
+    if C.diagnosis not in report.results:
+        return ""
+    said = report.results[report.results[C.diagnosis].fillna("").astype(str) != ""]
+    lines = [f"{one(name)}: {one(text)}" for name, text in
+             said.groupby(C.implementation, sort=True)[C.diagnosis].first().items()]
+    return "".join(line + "\n" for line in lines)
 
 
 def _mutant_line(report) -> str:

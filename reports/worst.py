@@ -34,7 +34,10 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
     case dtype: what a correct implementation returns) and the implementation's output on the row of
     the case where it is furthest from the exact result: the row's first `elements` elements and its
     worst element, with the error in ULPs counted as the judge counts it (so the worst equals the
-    row's max_ulp). None when the output was not kept or the case cannot be rebuilt from its id."""
+    row's max_ulp). The input is the one the output lines up with element by element: x beside a
+    forward result, the operand a gradient is of beside it (the weight beside dw); a frame without
+    one (attrs["input"] '') has no such row. None when the output was not kept or the case cannot be
+    rebuilt from its id."""
     out = outputs.get((case_id, implementation))
     if out is None:
         return None
@@ -54,9 +57,11 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
     ulp = ref.ulp.reshape(-1, width)
     rounded = fmt.round(exact).reshape(-1, width)
     exact, out = exact.reshape(-1, width), out.reshape(-1, width)
-    x = inputs.arrays["x"].astype(np.float64)
-    x = x.reshape(-1, width) if x.size == exact.size else np.full(exact.shape, np.nan)  # none beside dw
-    x = x.reshape(-1, width)
+    # the input element by element beside the output: x beside y (and a fused add's residual_out),
+    # the operand a gradient is of beside it (the weight beside dw, whose shape is the weight's)
+    given = case.operand or "x"
+    shown = inputs.arrays[given].astype(np.float64)
+    shown = shown.reshape(-1, width) if shown.size == exact.size else None
     with np.errstate(invalid="ignore", over="ignore"):
         ulps = np.abs(out - exact) / ulp
     # equal to the rounded reference where that is not finite (both NaN, the same infinity): 0 apart;
@@ -67,11 +72,11 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
     cols = list(range(min(elements, width)))
     if col not in cols:
         cols.append(col)
-    frame = pd.DataFrame({"x (input)": x[row][cols], "exact (float64)": exact[row][cols],
-                          f"reference ({case.dtype})": rounded[row][cols], implementation: out[row][cols],
-                          "ulps from exact": ulps[row][cols]},
-                         index=[f"[{c}]" + (" worst" if c == col else "") for c in cols]).T
-    frame.attrs.update(row=row, column=col, dtype=case.dtype)
+    lines = {} if shown is None else {f"{given} (input)": shown[row][cols]}
+    lines.update({"exact (float64)": exact[row][cols], f"reference ({case.dtype})": rounded[row][cols],
+                  implementation: out[row][cols], "ulps from exact": ulps[row][cols]})
+    frame = pd.DataFrame(lines, index=[f"[{c}]" + (" worst" if c == col else "") for c in cols]).T
+    frame.attrs.update(row=row, column=col, dtype=case.dtype, input=given if shown is not None else "")
     return frame
 
 
@@ -80,8 +85,8 @@ def as_text(frame: pd.DataFrame | None, indent: str = "  ") -> str:
     if frame is None:
         return f"{indent}(no output kept for this case)"
     a = frame.attrs
-    names = ["x", "exact", "reference", frame.index[3][:12], "ulp error"]
-    head = (f"worst element: row {a['row']}, column {a['column']} ({ulps(frame.iloc[4].max(), 4, missing='nan')}); "
+    names = ([a["input"]] if a["input"] else []) + ["exact", "reference", frame.index[-2][:12], "ulp error"]
+    head = (f"worst element: row {a['row']}, column {a['column']} ({ulps(frame.iloc[-1].max(), 4, missing='nan')}); "
             f"row {a['row']}, columns {', '.join(c.split(']')[0].strip('[') for c in frame.columns)} ({a['dtype']}):")
     lines = [indent + head]
     lines += [f"{indent}{name:<12}" + columns(frame.iloc[i], 12, 6) for i, name in enumerate(names)]
@@ -92,6 +97,7 @@ def as_values(frame: pd.DataFrame | None) -> dict:
     """The side-by-side as plain lists (check --json)."""
     if frame is None:
         return {}
+    given = frame.attrs["input"]
     return {"row": frame.attrs["row"], "columns": [c.split("]")[0].strip("[") for c in frame.columns],
-            "x": frame.iloc[0].tolist(), "reference": frame.iloc[2].tolist(), "yours": frame.iloc[3].tolist(),
-            "ulp_error": frame.iloc[4].tolist()}
+            "input": given, **({given: frame.iloc[0].tolist()} if given else {}),
+            "reference": frame.iloc[-3].tolist(), "yours": frame.iloc[-2].tolist(), "ulp_error": frame.iloc[-1].tolist()}

@@ -6,6 +6,7 @@
 # Defaults: normdiff-report/report.html, /tmp/report.png, 1400x2400. Chromium comes from Debian:
 #   apt-get update && apt-get install -y chromium
 # The page is self-contained, so the browser is started with every network feature off.
+# tests/reports/test_layout.py measures the page at 1400 px in the same browser (where it is installed).
 set -euo pipefail
 
 target=${1:-normdiff-report}

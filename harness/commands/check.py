@@ -20,22 +20,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normdiff.cases import suites
-from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.cases.model import Case
 from normdiff.harness import api
-from normdiff.harness.analysis import backward_diagnosis, diagnosis
+from normdiff.harness.analysis import answer, diagnosis
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.outcomes import DISAGREEING, FAILED_TO_RUN, OUTCOMES, PASSING
+from normdiff.harness.data.outcomes import FAILED_TO_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import columns as table_columns
 from normdiff.harness.engine.columns import C
 from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.tables import repro_command
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.entry import Implementation
-from normdiff.implementations.user import MISSING_OPERAND
+from normdiff.implementations.frameworks import FRAMEWORKS
+from normdiff.implementations.user import MISSING_OPERAND, per_head
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
 from normdiff.text import columns, general
@@ -68,6 +68,8 @@ class CheckResult:
     layouts_skipped: str = ""
     eps_note: str = ""  # code that takes no eps: at which eps it was judged
     operand_note: str = ""  # a module without a weight or bias parameter: judged with the identity only
+    call_note: str = ""  # how the code was called, where that hides a bug of its caller's (a module per head)
+    backward_note: str = ""  # why the backward pass was not checked, where it was asked for and the suite has it
     # the known findings its rows show (engine/verdict.py): {explanation, cases, example}
     known_findings: list = field(default_factory=list)
     report: object = None  # the full Report, for the curious
@@ -95,7 +97,8 @@ class CheckResult:
                 "margin": self.margin, "not_run": self.not_run, "output_dtype": self.output_dtype,
                 "message": self.message, "layouts_skipped": self.layouts_skipped,
                 "known_findings": self.known_findings, "eps_note": self.eps_note,
-                "operand_note": self.operand_note, "rows": self.rows}
+                "operand_note": self.operand_note, "call_note": self.call_note, "backward_note": self.backward_note,
+                "rows": self.rows}
 
 
 def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
@@ -122,31 +125,6 @@ def check_suite(suite: str, op: str, convention: str, eps: float | None = None, 
         raise UsageError(f"suite {full.name!r} has no {op} case of dtype {' or '.join(sorted(wanted_dtypes))} in "
                          f"regime {' or '.join(sorted(regimes))}")
     return suites.Suite(f"{full.name}[{op}@{convention}]", full.description, tuple(cases.values()), full.path)
-
-
-def _diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis.Diagnosis:
-    """Cases that are wrong only in a non-contiguous layout (their contiguous twin among `agreeing`)
-    first: no contract explains them. Then forward cases against the knob search; backward ones (ids
-    naming dy=) against the catalogued backward-only bugs, when no forward case fails."""
-    layout = diagnosis.layout_match(list(outputs), agreeing)
-    if layout is not None:
-        others = {cid: out for cid, out in outputs.items() if Case.from_id(cid).layout == CONTIGUOUS}
-        found = _diagnose(others, op, convention) if others else diagnosis.Diagnosis()
-        layout.of = len(outputs)
-        found.matches = sorted([layout] + found.matches, key=lambda m: -m.share)[:5]
-        found.examined = max(found.examined, min(len(outputs), diagnosis.MAX_CASES))
-        return found
-    backward = {cid: out for cid, out in outputs.items() if Case.from_id(cid).pass_ == "backward"}
-    forward = {cid: out for cid, out in outputs.items() if cid not in backward}
-    found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
-    # a backward-only bug is considered only where the forward agrees: a wrong forward explains its
-    # own gradients too (the derivative of a wrong function), and is the bug to name first
-    if backward and not forward:
-        with np.errstate(all="ignore"):
-            matches = backward_diagnosis.diagnose(backward, op, convention)
-        found.matches = sorted(matches + found.matches, key=lambda m: -m.share)[:5]
-        found.examined = max(found.examined, min(len(backward), diagnosis.MAX_CASES))
-    return found
 
 
 def _at_the_eps_it_takes(report, impl: Implementation, op: str, convention: str, eps: float | None):
@@ -231,6 +209,40 @@ def _passes(impl: Implementation, asked: str) -> str:
     return asked if asked != "both" else (has[0] if len(has) == 1 else "both")
 
 
+def _backward_not_checked(impl: Implementation, asked: str, op: str, cases: suites.Suite) -> str:
+    """Why the backward pass is not checked, when both passes were asked for, the suite has backward
+    cases of the op and the implementation runs only its forward ("" otherwise): normdiff
+    differentiates torch and JAX code only (flax nnx module classes not yet), and a command is a
+    forward unless --pass says it has the backward call too."""
+    if asked != "both" or impl.passes != ("forward",) or not any(c.pass_ == "backward" for c in cases.cases):
+        return ""
+    if impl.framework == "command":
+        return ("backward not checked: a --command is taken for a forward; if it answers the backward call too "
+                "(README: checking code in another language), say so with --pass both")
+    explicit = (f"give an explicit backward, a function whose first parameter is dy "
+                f"({OPS[op].backward_signature}), and check it with --pass backward")
+    target = impl.target
+    if target is not None and target.is_class and FRAMEWORKS[impl.framework].differentiate is not None:
+        return (f"backward not checked: normdiff does not differentiate {impl.framework} module classes; give a "
+                f"function, or {explicit}")
+    return f"backward not checked: {impl.framework} code has no autograd here; {explicit}"
+
+
+def _how_called(impl: Implementation, cases: suites.Suite) -> str:
+    """How a module class was called, where that hides what its caller does: per head (user.py
+    `per_head`), it never sees the heads together, so a norm its caller takes over all of them
+    (qk-norm-full-vector) cannot show. "" otherwise (a function gets the whole row and num_heads)."""
+    if impl.target is None or not impl.target.is_class:
+        return ""
+    heads = [c for c in cases.cases if per_head(c.span, c.width, c.contract.weight_span)]
+    if not heads:
+        return ""
+    dims = ", ".join(str(d) for d in sorted({c.head_dim for c in heads}))
+    return (f"called per head: your module receives x viewed as (..., heads, head_dim), one head's vector of "
+            f"head_dim {dims} on its last axis; a norm taken over all heads in the caller cannot show here (check "
+            "the caller's norm as a function of the whole row and num_heads)")
+
+
 def _names(given) -> tuple:
     """One name or several: `dtypes="bfloat16"` means ("bfloat16",), never its letters."""
     return (given,) if isinstance(given, str) else tuple(given or ())
@@ -248,9 +260,10 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     """`passes`: "forward", "backward" or "both", of those the implementation runs (an explicit
     backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
     ((op, convention),) = impl.op_conventions
-    cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
+    every = check_suite(suite, op, convention, eps, dtypes, regimes)
+    cases = suites.for_pass(every, _passes(impl, passes))
     cases, skipped = _laid_out_for(impl, cases)
-    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
+    report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling, diagnose=False)
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
     report, operand_note = _with_the_operands_it_has(report, impl, op)
     rows = report.results
@@ -259,13 +272,13 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     excused = np.array([v == verdicts.EXCUSED for v in said], dtype=bool)
     judged = np.array(verdicts.has_output(rows), dtype=bool)  # an error that returned an output ran
     failed = outcome.isin(FAILED_TO_RUN) & ~judged
-    fails = np.array([v == verdicts.FAILS for v in said], dtype=bool)
-    disagreeing = (outcome.isin(DISAGREEING) | judged) & fails
+    disagreeing = answer.disagreeing(rows)
     counts = {"total": len(rows), "agree": int((outcome.isin(PASSING) | (excused & ~failed)).sum()),
               "identical": int((outcome == "identical").sum()), "disagree": int(disagreeing.sum()),
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
     result = CheckResult(verdicts.check(rows), op, convention, impl.name, impl.framework, counts, report=report)
     result.eps_note, result.operand_note = eps_note, operand_note
+    result.call_note, result.backward_note = _how_called(impl, cases), _backward_not_checked(impl, passes, op, every)
     result.output_dtype = _output_dtype(rows)
     result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
@@ -274,15 +287,12 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         return result
     result.not_run = _not_run(rows[failed])
     if result.verdict == "disagrees":
-        bad = rows[disagreeing]
-        wrong = bad[[diagnosis.output_wrong(o, d) for o, d in zip(bad[C.outcome].astype(str), bad[C.detail])]]
-        outputs = {cid: report.outputs[(cid, impl.name)] for cid in wrong[C.case_id] if (cid, impl.name) in report.outputs}
-        agreeing = rows.loc[outcome.isin(PASSING), C.case_id]
-        result.diagnosis = _diagnose(outputs, op, convention, agreeing)
-        written = diagnosis.input_written_match(dict(zip(bad[C.case_id], bad[C.detail].fillna("").astype(str))))
-        if written is not None:  # no contract knob says it; the numbers, where they err too, after it
-            result.diagnosis.matches = [written] + result.diagnosis.matches[:4]
+        outputs = {cid: out for (cid, name), out in report.outputs.items() if name == impl.name}
+        result.diagnosis = answer.diagnose_rows(rows, outputs, op, convention)
         result.worst_case = _worst(rows[disagreeing], report, impl)  # cases that could not run: not_run
+        # the rows say it as a run's do (results.csv `diagnosis`, a report written with --out)
+        rows = rows.assign(**{C.diagnosis: np.where(disagreeing, _bug_line(result), rows[C.diagnosis])})
+        result.report = report = dataclasses.replace(report, results=rows)
     if result.verdict != "disagrees":
         result.margin = _margin(rows[~failed & ~excused])  # a known finding's rows are said apart
     result.known_findings = _known_findings(rows[excused])
@@ -478,28 +488,8 @@ def _answer_lines(result: CheckResult) -> list[str]:
 
 
 def _bug_line(result: CheckResult) -> str:
-    """The diagnosis in one line: the bug and its fix, or that none is identified and what came
-    closest, or, where every disagreeing case failed on the rounding chain alone, that."""
-    d = result.diagnosis
-    if d.matches:
-        best = d.matches[0]
-        return wording.the_bug(best.name, best.fix) if best.convincing else \
-            wording.closest_bug(best.name, best.matched, best.of)
-    if d.fits:
-        return wording.fitted_bug(d.fits[0].says)
-    chain_only = _chain_only(result)
-    return wording.chain_bug(result.convention, chain_only) if chain_only else wording.NO_BUG
-
-
-def _chain_only(result: CheckResult) -> int:
-    """How many cases disagree, when every one of them is off the rounding chain (engine/chain.py)
-    or within one rounding more than its budget (an extra rounding costs up to 1 ulp: the same
-    allowance diagnosis gives two rounded outputs); 0 otherwise."""
-    rows = result.report.results
-    failing = rows[rows[C.outcome].astype(str) == "disagree"]
-    on_chain = failing[C.detail].fillna("").astype(str).str.startswith(wording.OFF_CHAIN)
-    one_more = failing[C.max_ulp].astype(float) <= failing[C.tolerance_ulp].astype(float) + 1.0
-    return len(failing) if len(failing) and (on_chain | one_more).all() else 0
+    """The diagnosis in one line (analysis/answer.py: a run's rows say the same)."""
+    return answer.bug_line(result.diagnosis, result.report.results, result.convention)
 
 
 def _note_lines(result: CheckResult) -> list[str]:
@@ -516,6 +506,7 @@ def _note_lines(result: CheckResult) -> list[str]:
         lines.append(f"  eps: {result.eps_note}")
     if result.operand_note:
         lines.append(f"  operands: {result.operand_note}")
+    lines += [f"  {note}" for note in (result.call_note, result.backward_note) if note]
     if result.output_dtype:
         lines.append(f"  output dtype: {_one(result.output_dtype)}")
     if result.layouts_skipped:
@@ -554,11 +545,12 @@ def _diagnosis_lines(result: CheckResult) -> list[str]:
 def _side_by_side_lines(result: CheckResult) -> list[str]:
     """The worst case's worst row beside the reference, element by element."""
     w = result.worst_case
-    if "x" not in w:
+    if "yours" not in w:
         return []
     lines = [f"  worst case side by side: row {w['row']}, columns {_one(', '.join(w['columns']))}"]
+    shown = ((w["input"], w["input"]),) if w["input"] else ()
     return lines + [f"    {name:<10} {columns(w[key], 10, 4)}" for name, key in
-                    (("x", "x"), ("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
+                    shown + (("reference", "reference"), ("yours", "yours"), ("ulp error", "ulp_error"))]
 
 
 __all__ = ["check", "CheckResult", "describe", "summary", "TargetError"]

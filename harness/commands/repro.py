@@ -125,7 +125,7 @@ def replay(case: Case, impl: Implementation, timeout: float = 60.0) -> Replay:
     from normdiff.harness import api
 
     report = api.run_suite(Suite("repro", f"repro of {case.id}", (case,)), [impl], timeout=timeout,
-                           keep_outputs=True)
+                           keep_outputs=True, diagnose=False)  # one case: no diagnosis to show
     row = report.results.iloc[0].to_dict()
     inputs = case.inputs()
     exact = prepared_reference(case).exact  # the case's own output: y, a further result, or a gradient

@@ -76,6 +76,8 @@ RESULTS: tuple[Column, ...] = (
     Column("batch_invariant", "str", MEASUREMENT, "yes / no where a case checks rows alone against rows together"),
     Column("seconds", "float", RUN, "the time its call took (shared by the outputs of one call)"),
     Column("repro", "str", RUN, "the command that replays a row that did not pass"),
+    Column("diagnosis", "str", RUN, "a user implementation's disagreeing row: which bug it looks like and its fix, as "
+                                    "check says it ('' elsewhere; harness/analysis/answer.py)"),
     Column("known_finding", "str", RUN, "the known finding that shows exactly this, or '' (engine/verdict.py)"),
 )
 NAMES: tuple[str, ...] = tuple(c.name for c in RESULTS)

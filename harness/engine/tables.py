@@ -22,6 +22,7 @@ import pandas as pd
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import pairs, verdict
 from normdiff.harness.engine.columns import NAMES, C, case_columns
+from normdiff.implementations.entry import USER_KIND
 
 
 def repro_command(case_id: str, implementation, replays: dict | None = None) -> str:
@@ -49,6 +50,7 @@ def results_frame(outcomes) -> pd.DataFrame:
         row[C.seconds] = o.seconds
         outcome = o.measurement.outcome
         row[C.repro] = "" if outcome in PASSING or outcome in NOT_RUN else repro_command(c.id, o.impl)
+        row[C.diagnosis] = ""  # a user implementation's disagreeing rows get theirs once the run is over
         rows.append(row)
     # the columns in their one definition's order (engine/columns.py); known_finding comes with the verdict
     frame = pd.DataFrame(rows, columns=[n for n in NAMES if n != C.known_finding] if rows else None)
@@ -97,13 +99,23 @@ def worst_keys(results: pd.DataFrame) -> set[tuple[str, str]]:
     return set(zip(rows[C.case_id], rows[C.implementation]))
 
 
+def diagnosed_keys(results: pd.DataFrame) -> set[tuple[str, str]]:
+    """(case_id, implementation) of each failing row of a user's implementation that returned an
+    output: what its diagnosis reads (harness/analysis/answer.py)."""
+    rows = results[(results[C.kind] == USER_KIND) & np.array(verdict.has_output(results), dtype=bool)]
+    fails = [v == verdict.FAILS for v in verdict.row_verdicts(rows)]
+    rows = rows[np.array(fails, dtype=bool)]
+    return set(zip(rows[C.case_id], rows[C.implementation]))
+
+
 def keep_outputs(outcomes, results: pd.DataFrame, mode) -> dict:
-    """The outputs a run keeps: every output (mode True), only the worst cases' ("worst", what a
-    report's side-by-sides need), or none (False / None)."""
+    """The outputs a run keeps: every output (mode True), only the worst cases' and a user
+    implementation's failing ones ("worst", what a report's side-by-sides and that implementation's
+    diagnosis need), or none (False / None)."""
     if not mode:
         return {}
     every = {(o.case.id, o.impl.name): o.output for o in outcomes if o.output is not None}
     if mode == "worst":
-        wanted = worst_keys(results)
+        wanted = worst_keys(results) | diagnosed_keys(results)
         return {k: v for k, v in every.items() if k in wanted}
     return every

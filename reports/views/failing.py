@@ -24,12 +24,14 @@ def _markdown(report, bad) -> str:
     if bad.empty:
         return ""
     shown = bad.head(MARKDOWN_ROWS)
-    frame = shown.assign(error=[messages.figures(r) for _, r in shown.iterrows()],
-                         detail=[messages.detail(r) for _, r in shown.iterrows()],
+    records = messages.records(shown)
+    frame = shown.assign(error=[messages.figures(r) for r in records], detail=[messages.detail(r) for r in records],
+                         diagnosis=[messages.diagnosis(r) for r in records],
                          replay=[markup.md_code(repro_command(c, i, report.meta.get('replay')), table=True)
                                  for c, i in zip(shown[C.case_id], shown[C.implementation])])
+    said = [C.diagnosis] if frame[C.diagnosis].astype(bool).any() else []  # a user implementation's: which bug
     return (f"## Failing rows (worst {MARKDOWN_ROWS})\n\n"
-            + markup.markdown_table(frame[[C.case_id, C.implementation, C.outcome, "error", C.detail, "replay"]]))
+            + markup.markdown_table(frame[[C.case_id, C.implementation, C.outcome, "error", C.detail, *said, "replay"]]))
 
 
 def _html(report, bad) -> str:

@@ -1,4 +1,5 @@
-"""The run itself: suite, counts, time, exit status, and the versions of everything that computed it."""
+"""The run itself (suite, counts, time, exit status, normdiff's version), at the top of the page; the
+versions of everything else that computed it, at the end (report.html and summary.md alike)."""
 from __future__ import annotations
 
 from normdiff.clock import utc_now
@@ -9,28 +10,39 @@ from normdiff.text import seconds as duration
 FIRST = ("numpy", "torch", "jax", "jaxlib", "transformers", "flax", "ml_dtypes", "pandas")  # shown in this order
 
 
+def _value(v) -> str:
+    return "not installed" if v is None else str(v)
+
+
 def derive(report) -> list[tuple[str, str]]:
-    """(label, value) pairs: the run, then the versions."""
+    """(label, value) pairs of the run: what ran, for how long, how it ended, and which normdiff."""
     meta = report.meta
-    versions = dict(meta.get("versions") or {})
-    value = lambda v: "not installed" if v is None else str(v)  # noqa: E731
+    versions = meta.get("versions") or {}
     seconds = meta.get("seconds")
-    rows = [("suite", f"{meta.get('suite', '?')}" + (f" ({meta['suite_path']})" if meta.get("suite_path") else "")),
+    return [("suite", f"{meta.get('suite', '?')}" + (f" ({meta['suite_path']})" if meta.get("suite_path") else "")),
             ("cases", str(meta.get("cases", "?"))),
             ("implementations", str(meta.get("implementations", "?"))),
             ("run time", duration(seconds) if isinstance(seconds, (int, float)) else "?"),
             ("exit status", str(meta.get("exit_code", "?"))),
-            ("normdiff", f"{value(versions.pop('normdiff', None))}, git revision {meta.get('git_revision') or 'unknown'}"),
-            ("python", value(versions.pop("python", None))),
-            ("platform", value(versions.pop("platform", None)))]
-    rows += [(name, value(versions.pop(name))) for name in FIRST if name in versions]
-    rows += [(k, value(v)) for k, v in versions.items()]
-    rows.append(("report written", utc_now().strftime("%Y-%m-%d %H:%M:%S UTC")))
-    return rows
+            ("normdiff", f"{_value(versions.get('normdiff'))}, git revision {meta.get('git_revision') or 'unknown'}"),
+            ("report written", utc_now().strftime("%Y-%m-%d %H:%M:%S UTC"))]
+
+
+def versions(report) -> list[tuple[str, str]]:
+    """(label, value) pairs of the versions: Python, the platform, then the packages (FIRST first)."""
+    rest = dict(report.meta.get("versions") or {})
+    rest.pop("normdiff", None)  # the run's own rows say it
+    rows = [("python", _value(rest.pop("python", None))), ("platform", _value(rest.pop("platform", None)))]
+    rows += [(name, _value(rest.pop(name))) for name in FIRST if name in rest]
+    return rows + [(k, _value(v)) for k, v in rest.items()]
 
 
 def _html(report, rows, page) -> str:
     return '<h2 id="run">Run</h2>' + markup.kv_table(rows)
+
+
+def _html_versions(report, rows, page) -> str:
+    return '<h2 id="versions">Versions</h2>' + markup.kv_table(rows)
 
 
 def _markdown_versions(report, rows) -> str:
@@ -39,5 +51,5 @@ def _markdown_versions(report, rows) -> str:
 
 
 RUN = View("run", 10, derive=derive, html=_html, nav="Run")
-VERSIONS = View("versions", 120, markdown=_markdown_versions,
+VERSIONS = View("versions", 120, derive=versions, markdown=_markdown_versions, html=_html_versions, nav="Versions",
                 describes=(("meta.json", "the run's metadata"),))

@@ -54,9 +54,12 @@ def _html(report, summary_frame, page) -> str:
     ran = set(report.results.loc[~report.results[C.outcome].isin(NOT_RUN), C.implementation])
     frame["implementation"] = frame["implementation"].map(
         lambda n: f'<a href="#{markup.slug(n)}">{markup.esc(n)}</a>' if n in ran else markup.esc(n))
+    # a case id is long and has no spaces: it may wrap after each '/', or the column runs off the page
+    frame["worst_case"] = frame["worst_case"].map(lambda c: "" if pd.isna(c) else
+                                                  f'<span class="case">{markup.breakable(c)}</span>')
     table = markup.table(frame, "summary", styles={"verdict": markup.VERDICT_STYLE.get},
-                         html_columns=("implementation",),
-                         classes={"implementation": "nowrap", "worst_case": "mono nowrap", "note": "wrap"})
+                         html_columns=("implementation", "worst_case"),
+                         classes={"implementation": "nowrap", "worst_case": "casecol", "note": "wrap"})
     return ('<h2 id="summary">Implementations</h2>'
             "<p>Outcome counts per implementation over the cases it supports. <b>identical</b>: every element "
             "equals the exact result rounded once; <b>agree</b>: within the ULP budget; anything else fails "

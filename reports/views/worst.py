@@ -16,7 +16,8 @@ FAILING_SHOWN = 10  # ... and per implementation that does not
 
 def row_frame(rows: pd.DataFrame, replays: dict | None = None) -> pd.DataFrame:
     """The shown columns of result rows: the case with its replay command, the outcome, the error
-    figures as every failure message words them, and the detail (with any known finding)."""
+    figures as every failure message words them, the detail (with any known finding) and, where a
+    row has one, its diagnosis."""
     known = rows[C.known_finding].fillna("").astype(str) if C.known_finding in rows else pd.Series("", index=rows.index)
     outcome = rows[C.outcome].astype(str)
     records = messages.records(rows)
@@ -29,6 +30,9 @@ def row_frame(rows: pd.DataFrame, replays: dict | None = None) -> pd.DataFrame:
     })
     if not frame["detail"].astype(bool).any():
         frame = frame.drop(columns="detail")
+    said = [messages.diagnosis(r) for r in records]
+    if any(said):  # a user implementation's disagreeing rows: which bug they look like, as check says it
+        frame[C.diagnosis] = said
     return frame.reset_index(drop=True)
 
 

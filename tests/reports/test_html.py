@@ -18,7 +18,8 @@ from normdiff.reports import html, plots, render
 from normdiff.reports.markdown import summary_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ["run", "summary", "errors", "agreement", "worst", "failing", "mutants", "conventions", "budgets", "files"]
+SECTIONS = ["run", "summary", "errors", "agreement", "worst", "failing", "mutants", "conventions", "budgets",
+            "versions", "files"]
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 TINY = "rms_norm@qwen3/bf16/4x128/tiny_rms:1e-3/w=trained"
 
@@ -59,6 +60,16 @@ def test_every_section_is_there(page):
         assert f'id="{section}"' in text, section
     assert "git revision" in text and "transformers" in text and "platform" in text
     assert "Every mutant caught" not in text and "Missed (the harness went blind): mut-missed" in text
+
+
+def test_the_sections_come_in_order_the_versions_after_the_results(page):
+    text, _ = page
+    at = [text.index(f'<h2 id="{section}"') for section in SECTIONS]
+    assert at == sorted(at)
+    run = text[at[0]:at[1]]
+    assert "git revision" in run and "platform" not in run and "transformers" not in run
+    versions = text[at[SECTIONS.index("versions")]:at[SECTIONS.index("files")]]
+    assert "platform" in versions and "transformers" in versions and "python" in versions
 
 
 @pytest.mark.skipif(not HAS_MPL, reason="matplotlib is not installed")

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 
 from normdiff.cases.model import Case
-from normdiff.harness.engine import oracle
+from normdiff.harness.engine import oracle, runner
 from normdiff.reports import worst
 
 
@@ -38,3 +38,22 @@ def test_side_by_side_of_a_nan_and_of_what_was_not_kept():
     assert frame.attrs["row"] == 1 and np.isinf(frame.loc["ulps from exact", "[3] worst"])
     assert worst.side_by_side({}, case.id, "m") is None
     assert worst.side_by_side({("not a case id", "m"): out}, "not a case id", "m") is None
+
+
+def test_side_by_side_of_a_weight_gradient_shows_the_weight_it_is_the_gradient_of():
+    # dw has the weight's shape, not x's: the row beside it is the weight's, never a row of NaN
+    case = Case.of("rms_norm", "qwen3", "float32", "8x64", weight="trained", dy="normal", output="dw")
+    prepared = runner.prepare(case, [case])
+    out = prepared.ref.exact.astype(np.float32)
+    out[5] *= 1.001
+    frame = worst.side_by_side({(case.id, "mine"): out}, case.id, "mine")
+    assert frame.attrs["row"] == 0 and frame.attrs["column"] == 5 and frame.attrs["input"] == "weight"
+    assert list(frame.index) == ["weight (input)", "exact (float64)", "reference (float32)", "mine", "ulps from exact"]
+    weight = case.inputs().arrays["weight"]
+    assert np.isfinite(frame.loc["weight (input)"]).all()
+    assert frame.loc["weight (input)", "[5] worst"] == float(weight[5])
+    text = worst.as_text(frame)
+    assert "nan" not in text and text.splitlines()[1].split()[0] == "weight"
+    values = worst.as_values(frame)
+    assert values["input"] == "weight" and values["weight"][0] == float(weight[0]) and "x" not in values
+    assert values["ulp_error"][-1] > 1000 and values["yours"][-1] == float(out[5])

@@ -359,3 +359,51 @@ def test_a_second_rounding_no_change_names_is_said_as_a_rounding():
     assert proc.returncode == 1, proc.stdout + proc.stderr
     third = proc.stdout.splitlines()[2]
     assert third.startswith("  bug: no catalogued one; its outputs round where qwen3.5 does not"), proc.stdout
+
+
+def text_check(*args) -> str:
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *args],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_a_module_called_per_head_says_so_and_what_it_cannot_show():
+    # a module class for qk_norm gets one head's vector: its caller's scope (a norm over all heads,
+    # qk-norm-full-vector) cannot show, and check says how it called the module
+    pytest.importorskip("torch")
+    module = (f"{FIX}/torch_module.py:MyRMSNorm", "--dtype", "float32", "--pass", "forward")
+    code, result = check(*module, "--op", "qk_norm", "--convention", "qwen3")
+    assert code == 0 and result["call_note"].startswith(
+        "called per head: your module receives x viewed as (..., heads, head_dim), one head's vector of head_dim "), result
+    assert "a norm taken over all heads in the caller cannot show here" in result["call_note"]
+    text = text_check(*module, "--op", "qk_norm", "--convention", "qwen3")
+    assert "\n  " + result["call_note"] + "\n" in text
+    # a function gets the whole row and num_heads, a module over rows the whole row: nothing hidden
+    assert check(*module, "--op", "rms_norm", "--convention", "qwen3")[1]["call_note"] == ""
+    function = check(f"{FIX}/numpy_norms.py:qk_norm_full_vector", "--op", "qk_norm", "--convention", "qwen3",
+                     "--dtype", "float32")[1]
+    assert function["call_note"] == "" and function["diagnosis"][0]["bug"] == "qk-norm-full-vector"
+
+
+@pytest.mark.parametrize("target, framework", [(f"{FIX}/numpy_norms.py:rms_norm", "numpy"),
+                                               (f"{FIX}/mlx_ports.py:rms_norm", "mlx")])
+def test_a_forward_without_autograd_says_its_backward_was_not_checked(target, framework):
+    pytest.importorskip(framework.replace("mlx", "mlx.core"))
+    args = (target, "--op", "rms_norm", "--convention", "qwen3", "--dtype", "float32")
+    code, result = check(*args)
+    said = (f"backward not checked: {framework} code has no autograd here; give an explicit backward, a function "
+            "whose first parameter is dy (rms_norm_backward(dy, x, weight, eps) -> (dx, dw)), and check it with "
+            "--pass backward")
+    assert code == 0 and result["backward_note"] == said, result
+    assert all(row["pass"] == "forward" for row in result["rows"])
+    assert "\n  " + said + "\n" in text_check(*args)
+    # asked for the forward only, nothing was left out
+    assert check(*args, "--pass", "forward")[1]["backward_note"] == ""
+
+
+def test_a_forward_normdiff_differentiates_has_no_backward_note():
+    pytest.importorskip("torch")
+    code, result = check("torch.nn.functional:rms_norm", "--op", "rms_norm", "--convention", "torch",
+                         "--call", "f(x, (dim,), weight=weight, eps=eps)", "--dtype", "float32")
+    assert result["backward_note"] == "" and {row["pass"] for row in result["rows"]} == {"forward", "backward"}, result

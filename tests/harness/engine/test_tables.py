@@ -3,7 +3,7 @@ findings and failing rows: test_verdict.py)."""
 import numpy as np
 import pandas as pd
 
-from normdiff.harness.engine.tables import keep_outputs, ranked, repro_command, worst_keys
+from normdiff.harness.engine.tables import diagnosed_keys, keep_outputs, ranked, repro_command, worst_keys
 
 
 def test_repro_command_quotes_only_what_the_shell_needs():
@@ -36,4 +36,11 @@ def test_worst_keys_and_keep_outputs(small_report):
     outcomes = [Outcome(c, i, np.zeros(1)) for c, i in small_report.outputs]
     assert keep_outputs(outcomes, small_report.results, False) == {}
     assert set(keep_outputs(outcomes, small_report.results, True)) == set(small_report.outputs)
-    assert set(keep_outputs(outcomes, small_report.results, "worst")) == keys
+    # and a user implementation's failing rows, which its diagnosis reads (the fixtures are all user code)
+    failing = small_report.results[(small_report.results["kind"] == "user")
+                                   & ~small_report.results["outcome"].isin(["identical", "agree", "unsupported",
+                                                                            "unavailable"])
+                                   & (small_report.results["output_digest"].fillna("") != "")]
+    diagnosed = set(zip(failing["case_id"], failing["implementation"]))
+    assert diagnosed and diagnosed == diagnosed_keys(small_report.results)
+    assert set(keep_outputs(outcomes, small_report.results, "worst")) == keys | diagnosed

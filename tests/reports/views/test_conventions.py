@@ -19,3 +19,14 @@ def test_conventions_differ_where_the_catalogue_says():
     assert any("qwen3" in a and "olmo2" in a for a in rms["conventions_a"])
     table = conventions.summary(frame)
     assert set(table.columns) >= {"op", "differ_in", "indistinguishable_in", "max_rel_l2"}
+
+
+def test_the_comparison_is_in_report_html_and_conventions_csv_not_in_the_ci_summary(small_report):
+    from normdiff.reports import html
+    from normdiff.reports.markdown import summary_markdown
+
+    assert not small_report.conventions.empty
+    assert "How the conventions differ" not in summary_markdown(small_report)
+    assert '<h2 id="conventions">How the conventions differ on the same inputs</h2>' in html.render_html(
+        small_report, plots_on=False)
+    assert "conventions.csv" in conventions.CONVENTIONS_VIEW.files(small_report, small_report.conventions)
