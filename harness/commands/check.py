@@ -218,7 +218,7 @@ def _backward_not_checked(impl: Implementation, asked: str, op: str, cases: suit
         return ""
     if impl.framework == "command":
         return ("backward not checked: a --command is taken for a forward; if it answers the backward call too "
-                "(README: checking code in another language), say so with --pass both")
+                "(docs/other-languages.md), say so with --pass both")
     explicit = (f"give an explicit backward, a function whose first parameter is dy "
                 f"({OPS[op].backward_signature}), and check it with --pass backward")
     target = impl.target
