@@ -90,13 +90,15 @@ class CheckResult:
                 "operand_note": self.operand_note, "rows": self.rows}
 
 
-def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
-    """The suite's cases of `op`, re-targeted to `convention`; at `eps` where they run at their
-    convention's config eps (the user's model eps), their own eps elsewhere. `dtypes` and `regimes`
-    select (a regime by its full name, tiny_rms:1e-3, or its family, tiny_rms); a value no case
-    has is a usage error that lists the ones there are."""
+def check_suite(suite: str | suites.Suite, op: str, convention: str, eps: float | None = None, dtypes=(),
+                regimes=()) -> suites.Suite:
+    """The suite's cases of `op` (a suite's name or path, or the Suite loaded), re-targeted to
+    `convention`; at `eps` where they run at their convention's config eps (the user's model eps),
+    their own eps elsewhere. `dtypes` and `regimes` select (a regime by its full name,
+    tiny_rms:1e-3, or its family, tiny_rms); a value no case has is a usage error that lists the
+    ones there are."""
     dtypes, regimes = _names(dtypes), _names(regimes)
-    full = suites.load(suite)
+    full = suite if isinstance(suite, suites.Suite) else suites.load(suite)
     of_op = [c for c in full.cases if c.op == op]
     if not of_op:
         raise UsageError(f"suite {full.name!r} has no {op} cases")
@@ -240,9 +242,31 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     """`passes`: "forward", "backward" or "both", of those the implementation runs (an explicit
     backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
     ((op, convention),) = impl.op_conventions
-    cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
-    cases, skipped = _laid_out_for(impl, cases)
+    cases, skipped = check_cases(impl, suite, op, convention, eps, dtypes, regimes, passes)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling)
+    return judged(report, impl, op, convention, eps, skipped)
+
+
+def check_cases(impl: Implementation, suite: str | suites.Suite, op: str, convention: str,
+                eps: float | None = None, dtypes=(), regimes=(), passes: str = "both") -> tuple[suites.Suite, str]:
+    """The cases check runs `impl` on under `convention`: the suite's cases of `op` re-targeted to
+    it (check_suite), of the pass asked that `impl` has, without those in a memory layout its
+    framework cannot give it; and what was left out for that ("" when nothing was)."""
+    cases = suites.for_pass(check_suite(suite, op, convention, eps, dtypes, regimes), _passes(impl, passes))
+    return _laid_out_for(impl, cases)
+
+
+def of_convention(report, convention: str):
+    """The report's rows of one convention's cases (and their cases, outputs and pairs)."""
+    return _only(report, report.results[C.convention] == convention)
+
+
+def judged(report, impl: Implementation, op: str, convention: str, eps: float | None = None,
+           skipped: str = "") -> CheckResult:
+    """check's result from the report of its cases under `convention` (`check` runs them; identify.py
+    runs every convention's at once and judges each one's rows here): the verdict, the counts, the
+    diagnosis of a disagreement, the worst case or the margin, and the notes (`skipped`: the cases
+    left out for their memory layout, _laid_out_for)."""
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
     report, operand_note = _with_the_operands_it_has(report, impl, op)
     rows = report.results
@@ -387,7 +411,7 @@ def describe(result: CheckResult, target: str) -> str:
     known = f", {c['known_finding']} explained by a known finding" if c.get("known_finding") else ""
     lines = [head, f"  {result.verdict.upper()}: {c['agree']} of {c['total']} cases agree, {c['disagree']} disagree, "
                    f"{c['error']} could not run{known}"]
-    lines += _answer_lines(result) + _note_lines(result) + _diagnosis_lines(result) + _side_by_side_lines(result)
+    lines += answer_lines(result) + note_lines(result) + _diagnosis_lines(result) + _side_by_side_lines(result)
     return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
 
 
@@ -409,19 +433,19 @@ def _one(value) -> str:
     return printable(value, newlines=False)
 
 
-def _answer_lines(result: CheckResult) -> list[str]:
+def answer_lines(result: CheckResult) -> list[str]:
     """What a user acts on, right under the verdict: the bug, the worst case and the command that
     replays it (a disagreeing check only: an agreeing one's answer is its verdict and margin)."""
     w = result.worst_case
     if result.verdict != "disagrees" or not w:
         return []
-    lines = [f"  {_bug_line(result)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
+    lines = [f"  {bug_line(result)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
     if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
         lines.append(f"    detail: {_one(w['detail'])}")
     return lines
 
 
-def _bug_line(result: CheckResult) -> str:
+def bug_line(result: CheckResult) -> str:
     """The diagnosis in one line: the bug and its fix, or that none is identified and what came
     closest, or, where every disagreeing case failed on the rounding chain alone, that."""
     d = result.diagnosis
@@ -446,7 +470,7 @@ def _chain_only(result: CheckResult) -> int:
     return len(failing) if len(failing) and (on_chain | one_more).all() else 0
 
 
-def _note_lines(result: CheckResult) -> list[str]:
+def note_lines(result: CheckResult) -> list[str]:
     """The cases that could not run or were excused, and what the check assumed (eps, operands,
     output dtype, layouts), then an agreeing check's margin."""
     lines = []
