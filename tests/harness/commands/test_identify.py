@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from normdiff import wording
+from normdiff.harness.commands.check import check_suite
 from normdiff.harness.data.conventions import defining, get_contract
 from normdiff.implementations import user
 
@@ -22,8 +23,10 @@ ENTRY_KEYS = {"convention", "verdict", "passed", "total", "disagree", "error", "
 
 
 def identify(target, op, *args, env=None):
-    """`normdiff check TARGET --op OP ARGS` run as a user runs it: its exit status and stdout."""
-    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", target, "--op", op, *args],
+    """`normdiff check TARGET --op OP ARGS` run as a user runs it (no TARGET where it is None: a
+    --command in ARGS): its exit status and stdout."""
+    given = [target] if target is not None else []
+    proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "check", *given, "--op", op, *args],
                           capture_output=True, text=True, timeout=600, env=env)
     assert not proc.stderr.strip() or proc.returncode in (0, 1, 2), proc.stderr
     return proc.returncode, proc.stdout
@@ -182,3 +185,20 @@ def test_each_adapter_sees_every_knob_its_call_reads():
 def test_the_conventions_of_an_op_are_those_that_define_it(op):
     names = defining(op)
     assert names and all(get_contract(op, name).op == op for name in names)
+
+
+@pytest.mark.slow
+def test_a_command_is_told_each_calls_contract_and_shares_calls_only_within_one():
+    """A command is told the whole contract (and the conventions whose contract it is): the protocol
+    checker computes what it is told, so it agrees with every convention, and a call is shared only
+    by the cases of one contract (eps included) on the same inputs."""
+    program = f"{sys.executable} tests/fixtures/command_program.py correct"
+    filters = ("--dtype", "bfloat16", "--regime", "normal")
+    code, found = identify_json(None, "rms_norm", "--command", program, *filters)
+    assert code == 0 and found["agrees"] == defining("rms_norm"), found["answer"]
+    cases = [c for name in defining("rms_norm") for c in check_suite("default", "rms_norm", name, dtypes=("bfloat16",),
+                                                                     regimes=("normal",)).cases
+             if c.layout == "contiguous" and c.pass_ == "forward"]  # a command: no strides, a forward
+    draws = {c: "/".join(p for p in c.id.split("/")[1:] if not p.startswith("eps=")) for c in cases}
+    assert found["calls"] == {"made": len({(c.contract, draws[c]) for c in cases}),
+                              "shared": len(cases) - len({(c.contract, draws[c]) for c in cases})}
