@@ -88,6 +88,12 @@ class Implementation:
     # what its source says. Its factories (`entry`, `backward`) are called with it in the worker;
     # everything else reads it here, never back from `params`.
     target: UserTarget | None = None
+    # Set where one run judges its code under several conventions (`normdiff check` without
+    # --convention): cases whose inputs, and what its adapter reads of their contracts (the adapter's
+    # `sees`, as its worker's load says; the whole contract where it does not say), are equal are
+    # then one call, its output judged against each case's own reference (harness/engine/runner.py,
+    # call_key). False: every case is a call of its own.
+    shares_calls: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -114,6 +114,17 @@ def _takes_x(fn, record: Op) -> bool:
     return params is None or any(p.name in arrays for p in params)
 
 
+# What of the contract each adapter's call is given or shaped by, its `sees` (the worker's load
+# reports it; a run that judges several conventions at once makes one call for the cases whose
+# inputs and these knobs are equal: runner.call_key). A function's or a graph's: the eps and the
+# span (_values: eps, and dim from the scope). A module class's also whether it runs per head (the
+# weight's span: ClassAdapter._values) and whether a case's weight is the identity that a module
+# without one computes (the weight offset: _identity). tests/harness/commands/test_identify.py reads
+# each adapter's `contract.` attributes and fails on one its `sees` leaves out.
+CALL_SEES = ("eps", "scope")
+MODULE_SEES = CALL_SEES + ("weight_span", "weight_offset")
+
+
 def _values(fw: Framework, contract: Contract, inputs: CaseInputs, arrays: bool = True) -> dict:
     """What a template may name, for one case: the op's inputs in the framework's arrays, its scalar
     parameters, and the sizes and dtype."""
@@ -179,6 +190,8 @@ def config_for(values: dict):
 
 
 class FunctionAdapter:
+    sees = CALL_SEES
+
     def __init__(self, fn, framework: Framework, record: Op, call: str, shown: str, detected_from: str | None):
         self.fn, self.framework, self.record, self.shown = fn, framework, record, shown
         self.template = (calls.parse(call, calls.names_for(record)) if call
@@ -234,6 +247,8 @@ def other_frameworks(name: str) -> list[str]:
 
 
 class ClassAdapter:
+    sees = MODULE_SEES
+
     def __init__(self, cls, framework: Framework, record: Op, init: str, call: str, weight_attr: str, shown: str):
         self.cls, self.framework, self.record, self.shown = cls, framework, record, shown
         self.make = framework.constructor(cls)  # the class, or what stands in for it (haiku's)
@@ -379,6 +394,8 @@ def _listed(found: dict) -> str:
 class GraphAdapter:
     """A runtime graph fed by input name: one `graph`, or a `factory` called once per (dtype, span,
     eps) with the parameters it names (`init`, or its parameters' names) for what load_graph takes."""
+
+    sees = CALL_SEES
 
     def __init__(self, framework: Framework, record: Op, shown: str, graph=None, factory=None, init: str = ""):
         self.framework, self.record, self.shown, self.graph, self.factory = framework, record, shown, graph, factory

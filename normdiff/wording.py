@@ -163,3 +163,34 @@ def check_summary(target: str, verdict: str, bug: str, count: int, total: int, r
     if verdict == "partial":
         return f"{said}, {count} of {total} cases could not run"
     return f"{said} ({count} of {total} cases)"
+
+
+# ---- check without --convention: which conventions the code computes -------------------------
+
+# The rule that names the closest convention when none agrees (harness/commands/identify.py ranks by it)
+CLOSEST_RULE = ("closest: the convention under which the largest share of the cases agree; among equals, one whose "
+                "disagreement a diagnosis explains (a catalogued bug or one change), then the one whose worst case "
+                "is the smallest multiple of its budget; conventions still equal are named together")
+
+
+def agrees_with(conventions, op: str) -> str:
+    """'agrees with: qwen3, llama (rms_norm)': the conventions whose every case agrees."""
+    return f"agrees with: {', '.join(conventions)} ({op})"
+
+
+def agrees_where_it_ran(conventions, op: str) -> str:
+    """'agrees where its cases ran with: qwen3 (rms_norm); some could not run': none agrees on every
+    case, these on every case that ran."""
+    return f"agrees where its cases ran with: {', '.join(conventions)} ({op}); some could not run"
+
+
+def agrees_with_none(op: str, closest, differs: str) -> str:
+    """'agrees with no convention (rms_norm); closest: gemma3 -- differs by ...': the closest
+    conventions (CLOSEST_RULE) and what differs from the first of them."""
+    return f"agrees with no convention ({op}); closest: {', '.join(closest)} -- {differs}"
+
+
+def differs_by(bug: str, fix: str) -> str:
+    """'differs by eps-outside-sqrt: yours: ...; qwen3: ...' (a catalogued bug), or 'differs: yours:
+    ...; gemma3: ...' (a change no bug is filed for)."""
+    return f"differs by {bug}: {fix}" if bug else f"differs: {fix}"

@@ -101,13 +101,15 @@ class CheckResult:
                 "rows": self.rows}
 
 
-def check_suite(suite: str, op: str, convention: str, eps: float | None = None, dtypes=(), regimes=()) -> suites.Suite:
-    """The suite's cases of `op`, re-targeted to `convention`; at `eps` where they run at their
-    convention's config eps (the user's model eps), their own eps elsewhere. `dtypes` and `regimes`
-    select (a regime by its full name, tiny_rms:1e-3, or its family, tiny_rms); a value no case
-    has is a usage error that lists the ones there are."""
+def check_suite(suite: str | suites.Suite, op: str, convention: str, eps: float | None = None, dtypes=(),
+                regimes=()) -> suites.Suite:
+    """The suite's cases of `op` (a suite's name or path, or the Suite loaded), re-targeted to
+    `convention`; at `eps` where they run at their convention's config eps (the user's model eps),
+    their own eps elsewhere. `dtypes` and `regimes` select (a regime by its full name,
+    tiny_rms:1e-3, or its family, tiny_rms); a value no case has is a usage error that lists the
+    ones there are."""
     dtypes, regimes = _names(dtypes), _names(regimes)
-    full = suites.load(suite)
+    full = suite if isinstance(suite, suites.Suite) else suites.load(suite)
     of_op = [c for c in full.cases if c.op == op]
     if not of_op:
         raise UsageError(f"suite {full.name!r} has no {op} cases")
@@ -260,10 +262,34 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     """`passes`: "forward", "backward" or "both", of those the implementation runs (an explicit
     backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
     ((op, convention),) = impl.op_conventions
-    every = check_suite(suite, op, convention, eps, dtypes, regimes)
-    cases = suites.for_pass(every, _passes(impl, passes))
-    cases, skipped = _laid_out_for(impl, cases)
+    cases, skipped, notes = check_cases(impl, suite, op, convention, eps, dtypes, regimes, passes)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling, diagnose=False)
+    return judged(report, impl, op, convention, eps, skipped, notes)
+
+
+def check_cases(impl: Implementation, suite: str | suites.Suite, op: str, convention: str,
+                eps: float | None = None, dtypes=(), regimes=(), passes: str = "both") -> tuple[suites.Suite, str, tuple]:
+    """The cases check runs `impl` on under `convention`: the suite's cases of `op` re-targeted to
+    it (check_suite), of the pass asked that `impl` has, without those in a memory layout its
+    framework cannot give it; what was left out for that ("" when nothing was); and the notes on how
+    it was called and whether its backward is checked (_how_called, _backward_not_checked)."""
+    every = check_suite(suite, op, convention, eps, dtypes, regimes)
+    cases, skipped = _laid_out_for(impl, suites.for_pass(every, _passes(impl, passes)))
+    return cases, skipped, (_how_called(impl, cases), _backward_not_checked(impl, passes, op, every))
+
+
+def of_convention(report, convention: str):
+    """The report's rows of one convention's cases (and their cases, outputs and pairs)."""
+    return _only(report, report.results[C.convention] == convention)
+
+
+def judged(report, impl: Implementation, op: str, convention: str, eps: float | None = None,
+           skipped: str = "", notes: tuple[str, str] = ("", "")) -> CheckResult:
+    """check's result from the report of its cases under `convention` (`check` runs them; identify.py
+    runs every convention's at once and judges each one's rows here): the verdict, the counts, the
+    diagnosis of a disagreement, the worst case or the margin, and the notes (`skipped`: the cases
+    left out for their memory layout, _laid_out_for; `notes`: how it was called and whether its
+    backward is checked, check_cases)."""
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
     report, operand_note = _with_the_operands_it_has(report, impl, op)
     rows = report.results
@@ -278,7 +304,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
               "error": int(failed.sum()), "known_finding": int(sum(excused))}
     result = CheckResult(verdicts.check(rows), op, convention, impl.name, impl.framework, counts, report=report)
     result.eps_note, result.operand_note = eps_note, operand_note
-    result.call_note, result.backward_note = _how_called(impl, cases), _backward_not_checked(impl, passes, op, every)
+    result.call_note, result.backward_note = notes
     result.output_dtype = _output_dtype(rows)
     result.layouts_skipped = skipped
     result.rows = case_rows(rows, impl)
@@ -291,7 +317,7 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
         result.diagnosis = answer.diagnose_rows(rows, outputs, op, convention)
         result.worst_case = _worst(rows[disagreeing], report, impl)  # cases that could not run: not_run
         # the rows say it as a run's do (results.csv `diagnosis`, a report written with --out)
-        rows = rows.assign(**{C.diagnosis: np.where(disagreeing, _bug_line(result), rows[C.diagnosis])})
+        rows = rows.assign(**{C.diagnosis: np.where(disagreeing, bug_line(result), rows[C.diagnosis])})
         result.report = report = dataclasses.replace(report, results=rows)
     if result.verdict != "disagrees":
         result.margin = _margin(rows[~failed & ~excused])  # a known finding's rows are said apart
@@ -402,7 +428,7 @@ def describe(result: CheckResult, target: str) -> str:
     if result.verdict == "error":
         return printable(f"{head}\n  cannot run it: {result.message}")
     lines = [head, f"  {_counts_line(result)}"]
-    lines += _answer_lines(result) + _note_lines(result) + _diagnosis_lines(result) + _side_by_side_lines(result)
+    lines += answer_lines(result) + note_lines(result) + _diagnosis_lines(result) + _side_by_side_lines(result)
     return printable("\n".join(lines))  # a reason (an exception's text) may span lines; nothing else acts
 
 
@@ -437,11 +463,11 @@ def describe_html(result: CheckResult, target: str | None = None) -> str:
     w = result.worst_case
     if result.verdict == "disagrees" and w:
         best = result.diagnosis.matches[0] if result.diagnosis.matches else None
-        parts.append(f"<p><b>{esc(_bug_line(result))}</b></p>")
+        parts.append(f"<p><b>{esc(bug_line(result))}</b></p>")
         if best is not None and best.symptom:
             parts.append(f"<p>{esc(best.symptom)}</p>")
         parts.append(f"<p>worst case: {esc(w['headline'])}<br>{notebook.replay(w[C.repro])}</p>")
-    notes = [line.strip() for line in _note_lines(result)]
+    notes = [line.strip() for line in note_lines(result)]
     if notes:
         parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in notes) + "</ul>")
     report = result.report
@@ -475,24 +501,24 @@ def _one(value) -> str:
     return printable(value, newlines=False)
 
 
-def _answer_lines(result: CheckResult) -> list[str]:
+def answer_lines(result: CheckResult) -> list[str]:
     """What a user acts on, right under the verdict: the bug, the worst case and the command that
     replays it (a disagreeing check only: an agreeing one's answer is its verdict and margin)."""
     w = result.worst_case
     if result.verdict != "disagrees" or not w:
         return []
-    lines = [f"  {_bug_line(result)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
+    lines = [f"  {bug_line(result)}", f"  worst case: {_one(w['headline'])}", f"  repro: {_one(w[C.repro])}"]
     if w.get("detail"):  # what the row says of itself: a write into an input, an output dtype
         lines.append(f"    detail: {_one(w['detail'])}")
     return lines
 
 
-def _bug_line(result: CheckResult) -> str:
+def bug_line(result: CheckResult) -> str:
     """The diagnosis in one line (analysis/answer.py: a run's rows say the same)."""
     return answer.bug_line(result.diagnosis, result.report.results, result.convention)
 
 
-def _note_lines(result: CheckResult) -> list[str]:
+def note_lines(result: CheckResult) -> list[str]:
     """The cases that could not run or were excused, and what the check assumed (eps, operands,
     output dtype, layouts), then an agreeing check's margin."""
     lines = []

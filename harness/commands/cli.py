@@ -2,7 +2,9 @@
 (or, with --baseline, a regression since the baseline), 2 usage error (unknown suite, op,
 convention or implementation; malformed suite file; unusable baseline file; for `check`, a target
 that cannot run at all), 3 for `check` a partial result (everything that ran agrees, some cases
-could not run), 70 an internal error (a bug in normdiff: the traceback is printed so that it can be
+could not run; without --convention: no convention agrees on every case, some on every case that
+ran), and for `check` without --convention 0 when it agrees with a convention and 1 when with none,
+70 an internal error (a bug in normdiff: the traceback is printed so that it can be
 reported).
 
 Subcommands import what they need when they run, so `normdiff list` never pays for pandas or a
@@ -272,8 +274,10 @@ def _check_parser(sub) -> None:
     check.add_argument("--target", dest="target_flag", metavar="TARGET", help="the same as the positional TARGET "
                        "(the spelling run, repro, fuzz and model take)")
     check.add_argument("--op", required=True, type=_name("op"), help=", ".join(OPS))
-    check.add_argument("--convention", "-c", required=True, type=_name("convention"),
-                       help="the convention it claims (normdiff list conventions)")
+    check.add_argument("--convention", "-c", type=_name("convention"),
+                       help="the convention it claims (normdiff list conventions). Without it, check identifies "
+                            "the contract: it judges the code under every convention that defines the op and "
+                            "names those it agrees with (exit 0), or the closest and what differs (exit 1)")
     check.add_argument("--suite", default="default", type=_name("suite"),
                        help="suite whose cases of the op are run (default: %(default)s)")
     _user_code_options(check)
@@ -489,7 +493,9 @@ def _repro(args) -> int:
 
 
 def _check(args) -> int:
-    from normdiff.harness.commands import check, usercode
+    """check TARGET --op OP --convention CONV; without --convention, the conventions it agrees
+    with (harness/commands/identify.py)."""
+    from normdiff.harness.commands import check, identify, usercode
 
     if args.target and args.target_flag:
         raise UsageError("give the target once: as TARGET or as --target TARGET")
@@ -506,11 +512,16 @@ def _check(args) -> int:
         if not target:
             raise usercode.TargetError("nothing to check: give FILE.py:NAME, package.module:NAME, FILE.onnx or "
                                        "--command")
-        impl = usercode.user_code_implementation(vars(args), args.op, args.convention, args.timeout,
-                                        passes=args.command_passes)
+        options = dict(timeout=args.timeout, eps=args.eps, dtypes=args.dtypes, regimes=args.regimes,
+                       keep_calling=args.keep_calling, passes=args.passes)
         try:
-            result = check.check(impl, args.suite, timeout=args.timeout, eps=args.eps, dtypes=args.dtypes,
-                                 regimes=args.regimes, keep_calling=args.keep_calling, passes=args.passes)
+            if args.convention is None:
+                impl = usercode.identifying_implementation(vars(args), args.op, args.timeout, args.command_passes)
+                result = identify.identify(impl, args.suite, target=target, **options)
+            else:
+                impl = usercode.user_code_implementation(vars(args), args.op, args.convention, args.timeout,
+                                                         passes=args.command_passes)
+                result = check.check(impl, args.suite, **options)
         except interrupts.Interrupted as stop:
             _partial(stop, args.out)
             raise
@@ -519,16 +530,25 @@ def _check(args) -> int:
 
             written = render.write(result.report, args.out)
     except usercode.TargetError as exc:
-        result = check.CheckResult("error", args.op, args.convention, str(target),
-                                   "command" if args.command else (args.framework or "detected"),
-                                   {"total": 0, "agree": 0, "disagree": 0, "error": 0}, message=str(exc))
+        result = _target_error(args, str(target), str(exc))
     if args.json:
         print(json.dumps({**result.as_dict(), "report": str(written) if written else None}, default=_json_default))
     else:
-        print(check.describe(result, target or ""))
+        print(identify.describe(result) if args.convention is None else check.describe(result, target or ""))
         if written:
             print(f"  report written to {written}/")
     return result.exit_code
+
+
+def _target_error(args, target: str, message: str):
+    """check's result for a target that cannot run at all (exit 2), with or without --convention."""
+    from normdiff.harness.commands import check, identify
+
+    framework = "command" if args.command else (args.framework or "detected")
+    if args.convention is None:
+        return identify.Identification(args.op, target, target, framework, message=message)
+    return check.CheckResult("error", args.op, args.convention, target, framework,
+                             {"total": 0, "agree": 0, "disagree": 0, "error": 0}, message=message)
 
 
 def _jsonable(value):

@@ -27,17 +27,24 @@ class Checker:
     def __init__(self, suite: str = "default", timeout: float = 60.0):
         self.suite, self.timeout = suite, timeout
 
-    def check(self, fn, op: str, convention: str, suite: str | None = None, framework: str | None = None,
-              eps: float | None = None, call: str = "", init: str = "", weight_attr: str = "", dtype=(),
-              regimes=(), timeout: float | None = None, dtypes=None):
+    def check(self, fn, op: str, convention: str | None = None, suite: str | None = None,
+              framework: str | None = None, eps: float | None = None, call: str = "", init: str = "",
+              weight_attr: str = "", dtype=(), regimes=(), timeout: float | None = None, dtypes=None):
         """Run `fn` (a module-level function or class, a library's function such as
         mx.fast.rms_norm, or a target string as `normdiff check` takes it) and fail the test unless
         it agrees with the convention; returns the CheckResult. The keywords are check's options
         (`dtype`, as --dtype, and `regimes` one name or a list; `timeout` seconds per call;
-        `dtypes`, the old name of `dtype`, still works with a DeprecationWarning)."""
+        `dtypes`, the old name of `dtype`, still works with a DeprecationWarning). The convention is
+        required: a test that passed under whichever convention the code agrees with would pass
+        still when the code drifts from one convention to another (the CLI's check without
+        --convention finds the ones it agrees with)."""
         from normdiff.harness.commands import check, usercode
         from normdiff.harness.data.errors import UsageError
 
+        if convention is None:
+            _fail("normdiff.check needs convention=, the convention your code claims (e.g. convention='qwen3'), so "
+                  "that the test fails if it drifts to another; to find the ones it agrees with, run: normdiff check "
+                  f"TARGET --op {op} (without --convention)")
         dtype = _dtype(dtype, dtypes)
         try:
             target = fn if isinstance(fn, str) else target_of(fn)

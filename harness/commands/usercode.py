@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from normdiff.harness.data.conventions import get_contract
+from normdiff.harness.data.conventions import defining, get_contract
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import get_op
 from normdiff.implementations.calls import names_for, parse
@@ -30,7 +30,8 @@ from normdiff.implementations.entry import Implementation
 from normdiff.implementations.frameworks import FRAMEWORKS, get_framework, graph_framework, user_frameworks
 from normdiff.implementations.target import TargetError, UserTarget, locate
 
-__all__ = ["TargetError", "detect_framework", "locate", "user_code_implementation", "user_implementation"]
+__all__ = ["TargetError", "detect_framework", "identifying_implementation", "locate", "user_code_implementation",
+           "user_implementation"]
 
 PROBE_TIMEOUT = 120.0  # seconds the one-call probe may take (it imports the target's frameworks)
 
@@ -180,3 +181,18 @@ def user_code_implementation(spec: dict, op: str, convention: str, timeout: floa
     return user_implementation(spec["target"], op, convention, spec.get("framework"), name=name,
                                call=spec.get("call") or "", init=spec.get("init") or "",
                                weight_attr=spec.get("weight_attr") or "")
+
+
+def identifying_implementation(spec: dict, op: str, timeout: float, passes=("forward",)):
+    """A user's target or command as one Implementation of every convention that defines `op`
+    (`normdiff check` without --convention): its worker loads it once, and the cases of several
+    conventions whose inputs, and what its call reads of their contracts, are the same make one call
+    (entry.py `shares_calls`). A command is told no one convention: each call's metadata names those
+    whose contract it is (it is told the whole contract, so only cases of one contract share a call)."""
+    conventions = defining(op)
+    impl = user_code_implementation(spec, op, conventions[0], timeout, passes=passes)
+    pairs = frozenset((op, name) for name in conventions)
+    if not spec.get("command"):
+        return replace(impl, op_conventions=pairs, shares_calls=True)
+    params = tuple((k, None if k == "convention" else v) for k, v in impl.params)
+    return replace(impl, op_conventions=pairs, shares_calls=True, params=params)

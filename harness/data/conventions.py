@@ -150,6 +150,13 @@ def get_contract(op: str, convention: str) -> Contract:
     return get_convention(convention).contract(op)
 
 
+def defining(op: str) -> list[str]:
+    """The conventions that define a contract for `op`, in their listed order (an unknown op raises)."""
+    if op not in OPS:
+        raise UsageError(unknown("op", op, OPS))
+    return [c.name for c in CONVENTIONS.values() if op in c.contracts]
+
+
 def op_conventions() -> list[tuple[str, str]]:
     """Every (op, convention) pair some convention defines."""
     return [(op, c.name) for c in CONVENTIONS.values() for op in c.contracts]

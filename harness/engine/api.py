@@ -64,6 +64,8 @@ def _tables(suite: Suite, implementations: list[Implementation], data: runner.Ru
             "cases": len(suite), "implementations": len(implementations), "seconds": data.seconds,
             "exit_code": 1 if failing else 0, "failing": failing, "stale_findings": stale,
             **({"takes": dict(data.takes)} if getattr(data, "takes", None) else {}),
+            **({"calls": {"made": data.calls, "shared": data.shared}}
+               if any(i.shares_calls for i in implementations) else {}),
             "replay": tables.replays(implementations), "budgets": budget_table(), "versions": provenance.versions(),
             "git_revision": provenance.git_revision()}
     outputs = tables.keep_outputs(data.outcomes, results, keep_outputs)

@@ -422,6 +422,7 @@ def _merge(suite: Suite, impls: list[Implementation], shards: list[Shard], resul
             data.outcomes += _not_run(shard, result)
         elif result is not None:
             data.outcomes += result.outcomes
+            data.calls, data.shared = data.calls + result.calls, data.shared + result.shared
     case_order = {c.id: i for i, c in enumerate(suite.cases)}
     impl_order = {impl.name: i for i, impl in enumerate(impls)}
     data.outcomes.sort(key=lambda o: (case_order[o.case.id], impl_order[o.impl.name]))

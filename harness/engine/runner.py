@@ -12,6 +12,7 @@ call: far fewer calls and, for JAX, far fewer compilations.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import queue
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -73,6 +74,12 @@ class Prepared:
     def ref(self) -> judge.Reference:
         return next(iter(self.expected.values())).ref
 
+    def for_cases(self, cases: list[Case]) -> "Prepared":
+        """This call prepared for `cases`, the same outputs of a call of the same contract on the same
+        inputs under another convention: each output's reference and budget shared."""
+        expected = {c.key: replace(self.expected[c.key], case=c) for c in cases}
+        return Prepared(cases[0], self.inputs, expected, self.dy)
+
 
 @dataclass
 class Task:
@@ -103,6 +110,13 @@ class RunData:
     # implementation -> the names its call binds (x, weight, eps, ...), as its worker's load said:
     # user code that takes no eps is judged at one eps only (harness/commands/check.py)
     takes: dict[str, list[str]] = field(default_factory=dict)
+    # implementation -> the contract's knobs its forward adapter reads, as its worker's load said
+    # (an adapter's `sees`): what call_key compares of the contracts of an implementation that shares calls
+    sees: dict[str, tuple] = field(default_factory=dict)
+    # the calls made, and the outcomes' calls judged from another case's call (entry.py
+    # `shares_calls`: check without --convention), counted as the collector judges them
+    calls: int = 0
+    shared: int = 0
 
 
 def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | None = None) -> Prepared:
@@ -159,11 +173,23 @@ class _GradientsAt:
 
 
 def prepare_all(cases: list[Case]) -> list[Prepared]:
-    """One Prepared per call: a backward case's outputs share one (in the suite's order)."""
+    """One Prepared per call: a backward case's outputs share one (in the suite's order). The calls
+    of conventions with the same contract on the same inputs (the id after its op@convention: the
+    draws, the eps, the layout, the gradient) share what is prepared: their references and budgets
+    are the contract's (`check` without --convention judges ten conventions, four of them contracts)."""
     calls: dict[str, list[Case]] = {}
     for c in cases:
         calls.setdefault(c.call_id, []).append(c)
-    return [prepare(members[0], members) for members in calls.values()]
+    made: dict[tuple, Prepared] = {}
+    out = []
+    for members in calls.values():
+        first = members[0]
+        key = (first.contract, first.call_id.partition("/")[2], tuple(c.key for c in members))
+        if key in made:
+            out.append(made[key].for_cases(members))
+        else:
+            out.append(made.setdefault(key, prepare(first, members)))
+    return out
 
 
 def plan(prepared: list[Prepared], impl: Implementation) -> list[Task]:
@@ -321,7 +347,7 @@ def _judge_gradients(task: Task, grads: dict, seconds: float) -> list[Outcome]:
 
 
 def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: queue.Queue,
-           keep_calling: bool = False, takes: dict | None = None) -> None:
+           keep_calling: bool = False, takes: dict | None = None, sees: dict | None = None) -> None:
     """One worker's whole job: import its implementations (while the parent is still drawing
     cases), then make its tasks' calls in order, putting each Called on `sink`, and None when done.
     The collector judges them, so the worker computes the next call meanwhile (judging a reply took
@@ -334,15 +360,28 @@ def _serve(worker: Worker, impls: list[Implementation], tasks_when_ready, sink: 
             reply = worker.call(("load", impl))
             if reply[0] != "ok":  # unavailable, broken or crashing: each of its cases gets the reason
                 failed[impl.name] = reply
-            elif takes is not None and reply[1] is not None:
-                takes[impl.name] = list(reply[1])
+            else:
+                _loaded(impl, reply, takes, sees)
+        made: dict[tuple, Called] = {}  # the calls an implementation shares, by call_key
         for task in tasks_when_ready():
-            called = call_task(worker, task, failed, hung, keep_calling)
+            key = call_key(task, sees or {})
+            called = made[key].again(task) if key in made else call_task(worker, task, failed, hung, keep_calling)
             if worker.closed:
                 return
+            if key is not None:
+                made.setdefault(key, called)
             sink.put(called)
     finally:
         sink.put(None)  # always: the collector waits for one None per worker
+
+
+def _loaded(impl: Implementation, reply: tuple, takes: dict | None, sees: dict | None) -> None:
+    """What a load's reply says of the implementation's call (worker.py): the names it binds, the
+    contract's knobs it reads."""
+    if takes is not None and reply[1] is not None:
+        takes[impl.name] = list(reply[1])
+    if sees is not None and len(reply) > 3 and reply[3] is not None:
+        sees[impl.name] = tuple(reply[3])
 
 
 @dataclass
@@ -354,6 +393,40 @@ class Called:
     reply: tuple
     verdicts: dict[str, str] = field(default_factory=dict)
     broken: Exception | None = None
+    shared: bool = False  # the reply of another task's call (call_key), not a call of its own
+
+    def again(self, task: Task) -> "Called":
+        """This call's reply as `task`'s, a task of the same call (call_key: one case each), its
+        batch-invariance verdict moved to the task's case."""
+        verdicts = {task.cases[0].case.call_id: v for v in self.verdicts.values()}
+        return Called(task, self.reply, verdicts, self.broken, shared=True)
+
+
+def call_key(task: Task, sees: dict) -> tuple | None:
+    """What makes two tasks one call of an implementation that shares calls (entry.py
+    `shares_calls`): its name, the op, what its adapter reads of the contract (`sees`, by
+    implementation, as its load said; the whole contract where it did not say, and for a backward
+    call, whose adapter is another), and the bits of every array the worker sends it (the inputs, a
+    backward call's upstream gradients) in their memory layout. None where it shares none, and for
+    a batch of several cases."""
+    impl = task.impl
+    if not impl.shares_calls or len(task.cases) != 1:
+        return None
+    p = task.cases[0]
+    knobs = sees.get(impl.name) if p.dy is None else None
+    told = p.case.contract if knobs is None else tuple(getattr(p.case.contract, k) for k in knobs)
+    return (impl.name, p.case.op, told, p.inputs.num_heads, p.inputs.layout, _digest(p.inputs.arrays),
+            None if p.dy is None else _digest(p.dy if isinstance(p.dy, dict) else {"y": p.dy}))
+
+
+def _digest(arrays: dict) -> str:
+    """A digest of arrays by name: each one's dtype, shape and bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
 
 
 def call_task(worker: Worker, task: Task, failed: dict, hung: dict, keep_calling: bool) -> Called:
@@ -436,8 +509,8 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
     sink: queue.Queue = queue.Queue()
     tmp_dir = run_tmp_dir()  # the workers' TMPDIR, removed at the end
     workers = {fw: Worker(fw, timeout=timeout, tmp_dir=tmp_dir) for fw in runnable}
-    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling, data.takes),
-                                daemon=True)
+    threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling, data.takes,
+                                                     data.sees), daemon=True)
                for fw, w in workers.items()]
     interval = sys.getswitchinterval()
     sys.setswitchinterval(GIL_HANDOFF)
@@ -518,6 +591,8 @@ def _collect(data: RunData, sink: queue.Queue, producers: int, total: int, progr
             sink.put(item)
             raise
         data.outcomes += outcomes
+        data.calls += not item.shared
+        data.shared += item.shared
         pairing.add(outcomes)
         finished += len(outcomes)
         if progress:

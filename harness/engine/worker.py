@@ -7,7 +7,8 @@ an implementation does wrong comes back as a reply; only a hard crash (segfault,
 is left for the parent to notice, and it turns those into `crashed` / `timeout` outcomes.
 
 Messages:
-    ("load", Implementation)                       -> ("ok", None, seconds) | ("unavailable", reason)
+    ("load", Implementation)                       -> ("ok", takes, seconds, sees) | ("unavailable", reason)
+        takes: the names its call binds, sees: the contract's knobs it reads (None: its adapter does not say)
     ("call", Implementation, op, Contract, CaseInputs) -> ("ok", ndarray, seconds)
                                                       | ("error", message) | ("unavailable", reason)
     ("backward", Implementation, op, Contract, CaseInputs, dy)
@@ -102,9 +103,11 @@ def handle(message: tuple) -> tuple:
         return ("error", f"loading {impl.name} failed: {_describe(exc)}")
     except BaseException as exc:  # sys.exit at import: the worker lives on to say so
         return ("error", f"loading {impl.name} failed: it {_exited(exc)}")
-    if kind == "load":  # what it takes (the names its call binds: eps or not), where its adapter says
-        takes = getattr(adapter, "takes", None)
-        return ("ok", sorted(takes) if takes is not None else None, time.perf_counter() - start)
+    if kind == "load":  # what it takes (the names its call binds: eps or not) and what it reads of the
+        # contract (its knobs: runner.call_key), where its adapter says
+        takes, sees = getattr(adapter, "takes", None), getattr(adapter, "sees", None)
+        return ("ok", sorted(takes) if takes is not None else None, time.perf_counter() - start,
+                tuple(sees) if sees is not None else None)
     _, _, op, contract, inputs, *upstream = message
     inputs, upstream = _laid_out(op, inputs, upstream)
     args = (op, contract, inputs, *upstream)

@@ -56,6 +56,22 @@ def test_a_failure_names_its_bug_in_the_short_summary_and_a_usage_error_has_no_c
     assert "During handling of the above exception" not in text and "Traceback" not in text, text
 
 
+def test_the_fixture_needs_the_convention_and_says_how_to_find_it(pytester):
+    """A test passes under the convention the code claims; check without one (the CLI's) identifies
+    it, and a test that passed under whichever convention agrees would miss a drift between them."""
+    shutil.copy(USER, pytester.path / "numpy_norms.py")
+    pytester.makepyfile(test_mine="""
+        from numpy_norms import rms_norm
+
+        def test_unclaimed(normdiff):
+            normdiff.check(rms_norm, op="rms_norm")
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["normdiff.check needs convention=, the convention your code claims *; to find the "
+                                 "ones it agrees with, run: normdiff check TARGET --op rms_norm (without --convention)"])
+
+
 def test_fixture_takes_a_library_function_and_check_options(pytester):
     pytest.importorskip("mlx.core")
     pytester.makepyfile(test_lib="""

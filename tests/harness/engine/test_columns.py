@@ -101,6 +101,7 @@ KEPT = {
     ("reports/junit.py", "meta"): ("seconds", "meta.json"),
     ("reports/markdown.py", "meta"): ("seconds", "meta.json"),
     ("reports/views/run.py", "meta"): ("seconds", "meta.json"),
+    ("reports/notebook.py", "meta"): ("seconds", "meta.json"),
     # a side-by-side's attributes (reports/worst.py side_by_side: row, column, dtype)
     ("reports/worst.py", "a"): ("dtype", "the side-by-side's case dtype"),
     ("reports/views/worst.py", "attrs"): ("dtype", "the side-by-side's case dtype"),
@@ -116,6 +117,7 @@ KEPT = {
     ("reports/views/mutants.py", "kills"): ("op convention", "kill_summary.csv's columns"),
     ("reports/views/summary.py", "frame"): ("implementation", "summary.csv's columns"),
     ("reports/views/worst.py", "report.summary"): ("implementation", "summary.csv's columns"),
+    ("reports/notebook.py", "summary.assign()"): ("implementation", "summary.csv's columns"),
     ("reports/views/worst.py", "frame"): ("detail", "the shown rows' detail, with its known finding"),
 }
 KEPT_KEYS = {(module, expression, key) for (module, expression), (keys, _) in KEPT.items() for key in keys.split()}

@@ -166,3 +166,29 @@ def test_a_run_hands_the_gil_over_quickly_and_restores_the_interval(fixtures_dir
                meanwhile=lambda: seen.append(sys.getswitchinterval()))
     assert seen == [runner.GIL_HANDOFF] and runner.GIL_HANDOFF < before
     assert sys.getswitchinterval() == before
+
+
+def test_one_contracts_calls_under_two_conventions_share_what_is_prepared():
+    """qwen3 and deepseek-v3 define one rms_norm contract (eps included): the same inputs under both
+    are prepared once, each case keeping its own; olmo2's contract is prepared on its own."""
+    first = Case.of("rms_norm", "qwen3", "bfloat16", "4x128", weight="trained")
+    same, other = (dataclasses.replace(first, convention=name) for name in ("deepseek-v3", "olmo2"))
+    a, b, c = runner.prepare_all([first, same, other])
+    assert (a.case, b.case, c.case) == (first, same, other) and b.expected["y"].case == same
+    assert b.expected["y"].ref is a.expected["y"].ref and c.expected["y"].ref is not a.expected["y"].ref
+    alone = runner.prepare(same)
+    assert (alone.ref.exact == b.ref.exact).all() and alone.expected["y"].budget == b.expected["y"].budget
+
+
+def test_an_implementation_that_shares_calls_makes_one_call_per_contract_and_inputs(fixtures_dir):
+    """A registered adapter says nothing of what it reads of the contract: only cases of one contract
+    share its call (check without --convention: a user's function says it reads the eps and the span)."""
+    from normdiff.harness.engine.columns import C
+
+    first = Case.of("rms_norm", "qwen3", "bfloat16", "4x128", weight="trained")
+    cases = (first, *(dataclasses.replace(first, convention=name) for name in ("deepseek-v3", "olmo2")))
+    report = api.run_suite(Suite("shared", "", cases), [fixture_impl(fixtures_dir, "correct", shares_calls=True)])
+    assert report.meta["calls"] == {"made": 2, "shared": 1}
+    errors = dict(zip(report.results[C.case_id], report.results[C.max_ulp]))
+    assert errors[cases[0].id] == errors[cases[1].id]  # one output, one reference
+    assert "calls" not in api.run_suite(Suite("apart", "", cases), [fixture_impl(fixtures_dir, "correct")]).meta
