@@ -41,6 +41,7 @@ from pathlib import Path
 
 from normdiff.cases import layouts, regimes
 from normdiff.cases.model import Case, check_size
+from normdiff.harness.data import inputs
 from normdiff.harness.data.budgets import CHAINS
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import FORMATS, get_format
@@ -127,15 +128,14 @@ def load(name_or_path: str) -> Suite:
         if name_or_path not in suites:
             raise SuiteError(f"{unknown('suite', name_or_path, suites)} (or give a path to a .toml suite file)")
         path = suites[name_or_path]
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file of at most 16 MiB (a pipe, /dev/zero or a folder is refused by name)
+        data = inputs.toml_loads(inputs.read_text(path, "suite", "give a .toml suite file"))
+    except inputs.InputError as exc:
+        raise SuiteError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SuiteError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a suite is a TOML text "
-                         "file") from None
-    except OSError as exc:  # a folder, unreadable, vanished
-        raise SuiteError(f"{path}: cannot read it ({exc.strerror}); give a .toml suite file") from None
+    except inputs.TooDeep as exc:
+        raise SuiteError(f"{path}: {exc}; a suite's groups are tables of lists") from None
     extra = [k for k in data if k not in TOP_KEYS]
     if extra:  # a misspelt [[groups]] would otherwise read as "no groups", or be ignored beside them
         raise SuiteError(f"{path}: {_unknown_keys(extra, TOP_KEYS, 'top-level key')}; a suite file has only: "
