@@ -1,4 +1,4 @@
-"""The reliability matrix, continued: files that are not files.
+"""The reliability matrix, continued: files that are not files (checkpoints too).
 
 Each attempt runs the real `normdiff` program through the matrix of tests/test_reliability.py (its
 Attempt, its runner and its five promises: exit status, message, no traceback, no process left,
@@ -9,7 +9,9 @@ LIMIT seconds, so one that would block for ever (a pipe read) fails instead of h
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +27,35 @@ Attempt, TINY, CASE, check = matrix.Attempt, matrix.TINY, matrix.CASE, matrix.ch
 LIMIT = 90  # seconds an attempt may take (a refused one takes two or three)
 FIFO = os.mkfifo  # a files value that is a callable makes the file: a named pipe
 
+def safetensors(header, body: bytes = b"") -> bytes:
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + body
+
+
+def norm(values) -> bytes:
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float32).tobytes()
+    return safetensors({"model.norm.weight": {"dtype": "F32", "shape": [len(values)], "data_offsets": [0, len(data)]}},
+                       data)
+
+
+def gguf(tensors: int = 0, keys: int = 0, body: bytes = b"") -> bytes:
+    """A GGUF v3 file's bytes: the magic, the version, the counts as given, then `body`."""
+    return b"GGUF" + struct.pack("<IQQ", 3, tensors, keys) + body
+
+
+def gguf_string(text: bytes) -> bytes:
+    return struct.pack("<Q", len(text)) + text
+
+
+ARCH = gguf_string(b"general.architecture") + struct.pack("<I", 8) + gguf_string(b"llama")
 DEEP = b"[" * 100_000 + b"]" * 100_000
+CONFIG = {"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "intermediate_size": 128, "vocab_size": 256}
+FIFO_OUTPUT = "import os, sys\nos.mkfifo(sys.argv[-1])\n"  # a --command that leaves a pipe as its output
 BASELINE = ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "out", "--baseline", "b.json"]
+NOT_A_FILE = r"\(Is a (named pipe \(FIFO\)|character device), not a file\)"
 
 ATTEMPTS = [
     # suites and baselines that are not files: refused by name, before anything is read
@@ -61,10 +90,66 @@ ATTEMPTS = [
     Attempt("out-manifest-fifo", ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "out", "-q"], 0, r"^$",
             "complete", {**TINY, "out/.normdiff-manifest.json": FIFO, "out/mine.txt": "mine\n"},
             then=matrix.untouched("out/mine.txt", "mine\n")),
-    # a target's file
+    # a target's file, a command's output
     Attempt("target-fifo", check("t.py:rms_norm"), 2, r"t.py: cannot read it \(Is a named pipe", files={"t.py": FIFO}),
     Attempt("target-dev-zero", check("z.py:rms_norm"), 2, r"z.py: cannot read it \(Is a character device",
             files={"z.py": "@/dev/zero"}),
+    Attempt("command-output-fifo", ["check", "--command", "{py} fifo_out.py", "--op", "rms_norm", "--convention",
+                                    "qwen3", *matrix.FAST], 2,
+            r"wrote a malformed output file: it is not a file \(Is a named pipe", files={"fifo_out.py": FIFO_OUTPUT}),
+    # checkpoints: safetensors, GGUF, config.json
+    Attempt("safetensors-fifo", ["weights", "w.safetensors"], 2, r"w.safetensors: cannot read it " + NOT_A_FILE,
+            files={"w.safetensors": FIFO}),
+    Attempt("safetensors-dev-zero", ["weights", "w.safetensors"], 2, r"w.safetensors: cannot read it " + NOT_A_FILE,
+            files={"w.safetensors": "@/dev/zero"}),
+    Attempt("safetensors-dev-urandom", ["weights", "w.safetensors"], 2, r"cannot read it " + NOT_A_FILE,
+            files={"w.safetensors": "@/dev/urandom"}),
+    Attempt("safetensors-a-folder-in-a-checkpoint", ["weights", "ckpt"], 2,
+            r"ckpt/model.safetensors: cannot read it \(Is a directory\)", files={"ckpt/model.safetensors/x": ""}),
+    Attempt("safetensors-header-2-60", ["weights", "w.safetensors"], 2,
+            r"header of 1152921504606846976 bytes; the format allows at most 104857600",
+            files={"w.safetensors": struct.pack("<Q", 2 ** 60) + b"{}"}),
+    Attempt("safetensors-header-nested", ["weights", "w.safetensors"], 2,
+            r"w.safetensors is not a safetensors file: the 200000-byte header: its values nest deeper",
+            files={"w.safetensors": safetensors(DEEP)}),
+    Attempt("safetensors-shape-not-a-list", ["weights", "w.safetensors"], 2,
+            r"tensor 'model.norm.weight': shape must be a list of non-negative integers; got 5",
+            files={"w.safetensors": safetensors({"model.norm.weight": {"dtype": "F32", "shape": 5,
+                                                                       "data_offsets": [0, 4]}}, b"\0" * 4)}),
+    Attempt("safetensors-nan-weights", ["weights", "w.safetensors"], 1,
+            r"2 of 4 values are NaN or Inf .*\n1 norm tensor holds NaN or Inf",
+            files={"w.safetensors": norm([1.0, float("nan"), 1.5, float("inf")])}),
+    Attempt("gguf-fifo", ["weights", "w.gguf"], 2, r"w.gguf: cannot read it \(Is a named pipe", files={"w.gguf": FIFO}),
+    Attempt("gguf-truncated", ["weights", "w.gguf"], 2,
+            r"w.gguf is not a GGUF file gguf can read: key 'general.architecture' at byte \d+ needs 5 bytes, and "
+            r"the file ends 2 bytes later \(truncated\?\)", files={"w.gguf": gguf(0, 1, ARCH)[:-3]}),
+    Attempt("gguf-tensor-count-2-62", ["weights", "w.gguf"], 2,
+            r"the tensor count is 4611686018427387904; normdiff reads at most 1048576", files={"w.gguf": gguf(2 ** 62)}),
+    Attempt("gguf-key-count-2-62", ["weights", "w.gguf"], 2,
+            r"the key count is 4611686018427387904; normdiff reads at most 65536", files={"w.gguf": gguf(0, 2 ** 62)}),
+    Attempt("gguf-array-2-60-items", ["weights", "w.gguf"], 2,
+            r"the item count of key 'x' is 1152921504606846976; normdiff reads at most 16777216",
+            files={"w.gguf": gguf(0, 1, gguf_string(b"x") + struct.pack("<IIQ", 9, 0, 2 ** 60))}),
+    Attempt("gguf-tensor-past-the-end", ["weights", "w.gguf"], 2,
+            r"tensor 'output_norm.weight' \(1099511627776\) needs 4398046511104 bytes at offset \d+, past the end",
+            files={"w.gguf": gguf(1, 0, gguf_string(b"output_norm.weight") + struct.pack("<IQIQ", 1, 2 ** 40, 0, 0))}),
+    Attempt("config-a-billion-layers", ["weights", "ckpt"], 2,
+            r"ckpt/config.json: num_hidden_layers is 1000000000; normdiff builds a model of at most 1024 layers",
+            files={"ckpt/model.safetensors": norm([1.0] * 4),
+                   "ckpt/config.json": json.dumps({**CONFIG, "num_hidden_layers": 10 ** 9})}),
+    Attempt("config-a-huge-vocabulary", ["weights", "ckpt"], 2,
+            r"ckpt/config.json: vocab_size is 1125899906842624; normdiff builds a model of at most 16777216",
+            files={"ckpt/model.safetensors": norm([1.0] * 4),
+                   "ckpt/config.json": json.dumps({**CONFIG, "num_hidden_layers": 2, "vocab_size": 2 ** 50})}),
+    Attempt("config-too-many-modules", ["weights", "ckpt"], 2,
+            r"ckpt/config.json: its model has about \d+ modules \(1000 layers of 4000 experts\), which need about "
+            r"[\d.]+ GiB to build; the limit is 4 GiB",
+            files={"ckpt/model.safetensors": norm([1.0] * 4),
+                   "ckpt/config.json": json.dumps({**CONFIG, "num_hidden_layers": 1000, "num_experts": 4000})}),
+    Attempt("config-fifo", ["weights", "ckpt"], 2, r"ckpt/config.json: cannot read it \(Is a named pipe",
+            files={"ckpt/model.safetensors": norm([1.0] * 4), "ckpt/config.json": FIFO}),
+    Attempt("config-nested-too-deep", ["weights", "ckpt"], 2, r"ckpt/config.json: its values nest deeper",
+            files={"ckpt/model.safetensors": norm([1.0] * 4), "ckpt/config.json": '{"a": ' + DEEP.decode() + "}"}),
 ]
 
 
