@@ -355,9 +355,22 @@ def _check_size(where: str, groups: list[tuple[str, dict]]) -> None:
     if total > limit:
         label, shape, cases, _ = max(sizes, key=lambda s: s[3])
         raise SuiteError(f"{where}: this suite needs about {byte_size(total)} of memory (the most: {cases} "
-                         f"case{'s' * (cases > 1)} of {shape}{' in ' + label if label else ''}); the limit is "
-                         f"{byte_size(limit)}: use fewer rows or cases, or raise the limit with "
-                         "NORMDIFF_MAX_SUITE_BYTES=<bytes>")
+                         f"case{'s' * (cases > 1)} of {shape}{' in ' + label if label else ''}); "
+                         + _the_limit(limit, "use fewer rows or cases"))
+
+
+def check_case_memory(rows: int, width: int, where: str, fix: str) -> None:
+    """Refuse, before anything is drawn, one case (a replayed case, the largest a fuzz may draw)
+    whose memory estimate is above the limit a suite has: the case a suite refuses, repro and
+    fuzz refuse too, in the same words."""
+    limit, needed = _byte_limit(), rows * width * BYTES_PER_ELEMENT
+    if needed > limit:
+        raise UsageError(f"{where}: a case of {rows} x {width} needs about {byte_size(needed)} of memory; "
+                         + _the_limit(limit, fix))
+
+
+def _the_limit(limit: int, fix: str) -> str:
+    return f"the limit is {byte_size(limit)}: {fix}, or raise the limit with NORMDIFF_MAX_SUITE_BYTES=<bytes>"
 
 
 def _grid_sizes(group: dict):

@@ -1,4 +1,4 @@
-"""The reliability matrix, continued: files that are not files (checkpoints too).
+"""The reliability matrix, continued: files that are not files, and numbers at the edges.
 
 Each attempt runs the real `normdiff` program through the matrix of tests/test_reliability.py (its
 Attempt, its runner and its five promises: exit status, message, no traceback, no process left,
@@ -22,10 +22,11 @@ import pytest
 _spec = importlib.util.spec_from_file_location("reliability_matrix", Path(__file__).parent / "test_reliability.py")
 matrix = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(matrix)
-Attempt, TINY, CASE, check = matrix.Attempt, matrix.TINY, matrix.CASE, matrix.check
+Attempt, TINY, CASE, check, suite = matrix.Attempt, matrix.TINY, matrix.CASE, matrix.check, matrix.suite
 
 LIMIT = 90  # seconds an attempt may take (a refused one takes two or three)
 FIFO = os.mkfifo  # a files value that is a callable makes the file: a named pipe
+
 
 def safetensors(header, body: bytes = b"") -> bytes:
     text = header if isinstance(header, bytes) else json.dumps(header).encode()
@@ -53,6 +54,7 @@ ARCH = gguf_string(b"general.architecture") + struct.pack("<I", 8) + gguf_string
 DEEP = b"[" * 100_000 + b"]" * 100_000
 CONFIG = {"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
           "intermediate_size": 128, "vocab_size": 256}
+WIDE = ["fuzz", "-i", "numpy", "--op", "rms_norm", "-c", "qwen3", "--max-examples", "1", "--no-database"]
 FIFO_OUTPUT = "import os, sys\nos.mkfifo(sys.argv[-1])\n"  # a --command that leaves a pipe as its output
 BASELINE = ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "out", "--baseline", "b.json"]
 NOT_A_FILE = r"\(Is a (named pipe \(FIFO\)|character device), not a file\)"
@@ -71,6 +73,10 @@ ATTEMPTS = [
     Attempt("suite-nested-too-deep", ["run", "--suite", "s.toml"], 2,
             r"s.toml: its values nest deeper than normdiff reads", "absent",
             {"s.toml": "a = " + "[" * 5000 + "]" * 5000 + "\n"}),
+    Attempt("suite-mean-shift-overflows", ["run", "--suite", "s.toml", "-i", "numpy"], 2,
+            r"s.toml group 1: input regime 'mean_shift:1e5' draws values up to about 100008 .* float16 rounds "
+            r"65520 and above to Inf", "absent",
+            {"s.toml": suite(regime="mean_shift:1e5").replace("bfloat16", "float16")}),
     Attempt("baseline-fifo", BASELINE, 2, r"baseline b.json: cannot read it \(Is a named pipe", "absent",
             {**TINY, "b.json": FIFO}),
     Attempt("baseline-dev-zero", BASELINE, 2, r"baseline b.json: cannot read it \(Is a character device", "absent",
@@ -150,6 +156,29 @@ ATTEMPTS = [
             files={"ckpt/model.safetensors": norm([1.0] * 4), "ckpt/config.json": FIFO}),
     Attempt("config-nested-too-deep", ["weights", "ckpt"], 2, r"ckpt/config.json: its values nest deeper",
             files={"ckpt/model.safetensors": norm([1.0] * 4), "ckpt/config.json": '{"a": ' + DEEP.decode() + "}"}),
+    # numbers at the edges: refused when parsed, with the maximum named
+    Attempt("timeout-1e10", check("{H}:correct", "--timeout", "1e10"), 2,
+            r"argument --timeout: '1e10': give at most 86400 seconds \(one day\)"),
+    Attempt("timeout-1e300", ["run", "--suite", "tiny.toml", "-i", "numpy", "--timeout", "1e300"], 2,
+            r"'1e300': give at most 86400 seconds", "absent", TINY),
+    Attempt("repro-timeout-1e10", ["repro", CASE, "-i", "numpy", "--timeout", "1e10"], 2, r"at most 86400 seconds"),
+    Attempt("fuzz-max-time-1e10", [*WIDE, "--max-time", "1e10"], 2, r"--max-time: '1e10': give at most 86400"),
+    Attempt("model-timeout-1e10", ["model", "--family", "qwen3", "--target", "norm=numpy", "--timeout", "1e10"], 2,
+            r"--timeout: '1e10': give at most 86400"),
+    Attempt("repro-case-of-50-gib", ["repro", "rms_norm@qwen3/bf16/65536x4096/normal/w=trained", "-i", "numpy"], 2,
+            r"case rms_norm@qwen3/bf16/65536x4096/normal/w=trained: a case of 65536 x 4096 needs about 50.5 GiB of "
+            r"memory; the limit is 4 GiB: replay a smaller case, or raise the limit with NORMDIFF_MAX_SUITE_BYTES"),
+    Attempt("repro-mean-shift-overflows", ["repro", "rms_norm@qwen3/bf16/4x128/mean_shift:1e300/w=trained", "-i",
+                                           "numpy"], 2, r"bfloat16 rounds .* and above to Inf"),
+    Attempt("fuzz-widest-shapes", [*WIDE, "--max-rows", "256", "--max-width", "1048576"], 2,
+            r"max_rows 256 x max_width 1048576: a case of 256 x 1048576 needs about 50.5 GiB of memory"),
+    Attempt("fuzz-seed-2-40", [*WIDE, "--seed", str(2 ** 40)], 2,
+            r"--seed: '1099511627776': give a whole number from 0 to 4294967295"),
+    Attempt("fuzz-max-examples-1e12", [*WIDE[:-3], "--no-database", "--max-examples", str(10 ** 12), "--max-time",
+                                       "1"], 2,
+            r"--max-examples: '1000000000000': give a whole number from 1 to 1000000"),
+    Attempt("model-seed-2-64", ["model", "--family", "qwen3", "--target", "norm=numpy", "--seed", str(2 ** 64)], 2,
+            r"--seed: '18446744073709551616': give a whole number from 0 to 4294967295"),
 ]
 
 

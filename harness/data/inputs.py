@@ -1,4 +1,4 @@
-"""What a user hands normdiff: every file opened as what it must be.
+"""What a user hands normdiff: every file opened as what it must be, every number within bounds.
 
 A file a user names (a suite, a baseline, a checkpoint's .safetensors, .gguf and config.json, the
 Python source of a target) is opened by `open_file`: os.stat refuses by name anything that is not
@@ -12,12 +12,17 @@ the callers' to word (they know the format); a nesting deeper than Python's pars
 
 Every refusal is a UsageError (exit 2) of one line: the file, the problem, the fix.
 
+The numbers: a time limit in seconds (`seconds`: finite, above 0, at most MAX_SECONDS), a seed
+(`seed`: 0 .. MAX_SEED, the range every seed normdiff draws itself is in) and a count (`whole`).
+
 Pure but for reading the files it is asked to: imports nothing from normdiff but the UsageError
 and normdiff.text's byte sizes.
 """
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import stat
 import sys
@@ -156,3 +161,33 @@ def toml_loads(text: str) -> dict:
     except RecursionError:
         raise TooDeep() from None
 
+
+# ---- numbers ------------------------------------------------------------------------------------
+
+MAX_SECONDS = 86400  # one day: a time limit above it is a typo (1e10 would overflow a thread's wait)
+MAX_SEED = 2 ** 32 - 1  # the seeds normdiff draws (fuzz, campaigns) are 32-bit; torch takes at most 2**63
+
+
+def seconds(value, what: str = "timeout") -> float:
+    """A time limit in seconds: a finite number above 0 and at most MAX_SECONDS."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise UsageError(f"{what} must be a number of seconds, e.g. 60; got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{what} must be a finite number of seconds above 0, e.g. 60; got {value!r}")
+    if value > MAX_SECONDS:
+        raise UsageError(f"{what} must be a number of seconds of at most {MAX_SECONDS} (one day); got {value!r}")
+    return float(value)
+
+
+def whole(value, what: str, least: int = 1, most: int | None = None) -> int:
+    """A whole number from `least` to `most` (a bool, a float or a string is refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least or \
+            (most is not None and value > most):
+        span = f"from {least} to {most}" if most is not None else f">= {least}"
+        raise UsageError(f"{what} must be a whole number {span}; got {value!r}")
+    return int(value)
+
+
+def seed(value, what: str = "seed") -> int:
+    """A seed: a whole number from 0 to MAX_SEED."""
+    return whole(value, what, 0, MAX_SEED)

@@ -1,5 +1,6 @@
 """The bounded reader (harness/data/inputs.py): a file is opened as what it must be, read up to a
-stated size, and every refusal is one UsageError naming the file and the problem."""
+stated size, and every refusal is one UsageError naming the file and the problem; and the numbers
+(seconds, seeds, counts) within their stated bounds, in the Python API too."""
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 from normdiff.harness.data import inputs
+from normdiff.harness.data.errors import UsageError
 
 
 @contextmanager
@@ -109,3 +111,44 @@ def test_kind_of_names_each_kind_of_file():
     assert inputs.kind_of(stat.S_IFBLK).startswith("Is a block device")
     assert inputs.kind_of(stat.S_IFSOCK).startswith("Is a socket")
 
+
+# ---- numbers ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, says", [
+    (1e10, "at most 86400"), (1e300, "at most 86400"), (86400.5, "at most 86400"), (float("nan"), "finite"),
+    (float("inf"), "finite"), (-1, "above 0"), (0, "above 0"), (True, "number of seconds"), ("60", "number of seconds"),
+])
+def test_seconds_are_finite_positive_and_at_most_a_day(value, says):
+    with pytest.raises(UsageError, match=says):
+        inputs.seconds(value)
+
+
+def test_seconds_within_the_bounds_are_floats():
+    assert inputs.seconds(86400) == 86400.0 and inputs.seconds(0.5) == 0.5
+
+
+@pytest.mark.parametrize("value", [-1, 2 ** 32, 1.5, True, "3"])
+def test_a_seed_is_a_whole_number_of_32_bits(value):
+    with pytest.raises(UsageError, match="seed must be a whole number from 0 to 4294967295"):
+        inputs.seed(value)
+    assert inputs.seed(0) == 0 and inputs.seed(2 ** 32 - 1) == 2 ** 32 - 1
+
+
+def test_fuzz_refuses_a_timeout_a_seed_or_a_count_out_of_bounds_before_anything_starts():
+    from normdiff.harness.commands import fuzz
+
+    for options, says in (({"timeout": 1e10}, "timeout must be .* at most 86400"),
+                          ({"max_time": 1e300}, "max_time must be .* at most 86400"),
+                          ({"shrink_time": 1e10}, "shrink_time"), ({"seed": 2 ** 40}, "seed must be"),
+                          ({"max_examples": 10 ** 12}, "max_examples must be a whole number from 1 to 1000000")):
+        with pytest.raises(UsageError, match=says):
+            fuzz.check_options(**options)
+
+
+def test_model_refuses_a_seed_torch_cannot_take_before_the_model_starts():
+    from normdiff.harness.commands import model
+
+    with pytest.raises(UsageError, match="seed must be a whole number from 0 to 4294967295"):
+        model.model("qwen3", {"norm": ("numpy", False)}, seed=2 ** 64)
+    with pytest.raises(UsageError, match="at most 86400"):
+        model.model("qwen3", {"norm": ("numpy", False)}, timeout=1e10)
