@@ -104,7 +104,7 @@ class Case:
         object.__setattr__(self, "dtype", get_format(self.dtype).name)
         config = get_contract(self.op, self.convention).eps  # raises for an unknown or undefined pair
         object.__setattr__(self, "eps", _normalise_eps(self.eps, config))
-        regimes.check_input_regime(self.regime, record.dims)
+        regimes.check_input_regime(self.regime, record.dims, self.dtype)
         object.__setattr__(self, "choices", _normalise_choices(record, self.choices))
         if min(self.rows, self.width, self.num_heads) < 1:
             raise UsageError(f"case shape must be positive, got rows={self.rows} width={self.width} "

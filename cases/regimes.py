@@ -13,9 +13,11 @@ from typing import Callable
 
 import numpy as np
 
+from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import OPS
+from normdiff.text import general
 
 Array = np.ndarray
 
@@ -30,6 +32,9 @@ class Regime:
     # checks a given parameter before anything is drawn (a suite's typo fails at load, not as every
     # case's error): raises UsageError naming what it takes; None: no parameter to check
     check: Callable[[str], None] | None = None
+    # the largest magnitude its draws reach for a parameter (a mean and SIGMAS standard deviations):
+    # a case whose dtype cannot hold it is refused (cast, every input would be Inf); None: a fixed one
+    reaches: Callable[[float], float] | None = None
 
 
 def split(regime: str) -> tuple[str, str | None]:
@@ -136,21 +141,25 @@ def _zero_heads(rng, rows, heads, dim, param):
     return x.reshape(rows, heads * dim)
 
 
+SIGMAS = 8  # a standard normal draw of 2**28 elements (the largest case) stays within 6.5
+
 INPUT_REGIMES: dict[str, Regime] = {
     r.name: r
     for r in (
         Regime("normal", "baseline and cast-order tolerances", _normal),
         Regime("tiny_rms", "eps placement and value, L2 eps semantics", _tiny_rms, param_default="1e-3",
-               check=_number("tiny_rms", "a positive finite number (the rows' RMS)", lambda v: v > 0, "1e-3")),
+               check=_number("tiny_rms", "a positive finite number (the rows' RMS)", lambda v: v > 0, "1e-3"),
+               reaches=lambda v: SIGMAS * v),
         Regime("zero_rows", "eps ignored (NaN), 0/0 guards", _zero_rows),
         Regime("large", "fp16 overflow of x^2 when statistics are not upcast", _large),
         Regime("spike", "one element > 256: fp16 overflow of x^2", _spike),
         Regime("outliers", "low-precision statistics (signed per-row bias)", _outliers),
         Regime("mean_shift", "variance instead of mean square", _mean_shift, param_default="1",
-               check=_number("mean_shift", "a finite number (the rows' mean)", lambda v: True, "3")),
+               check=_number("mean_shift", "a finite number (the rows' mean)", lambda v: True, "3"),
+               reaches=lambda v: abs(v) + SIGMAS),
         Regime("narrow", "one-pass variance E[x^2] - E[x]^2 (mean 1000, std the parameter)", _narrow,
                param_default="1", check=_number("narrow", "a positive finite number (the rows' std around 1000)",
-                                                lambda v: v > 0, "0.1")),
+                                                lambda v: v > 0, "0.1"), reaches=lambda v: 1000.0 + SIGMAS * v),
         Regime("group_scales", "a grouped norm over the wrong groups", _group_scales, needs_heads=True),
         Regime("head_scales", "full-vector vs per-head QK-Norm", _head_scales, needs_heads=True,
                param_default="lognormal", check=_check_head_scales),
@@ -292,9 +301,10 @@ def draw(table: str, regime: str, rng: np.random.Generator, shape: tuple) -> Arr
     return TABLES[table][regime](rng, shape)
 
 
-def check_input_regime(regime: str, dims: tuple[str, ...] | None) -> None:
+def check_input_regime(regime: str, dims: tuple[str, ...] | None, dtype: str | None = None) -> None:
     """Raise UsageError unless `regime` is a known input regime with a valid parameter that fits an
-    op written in `dims` (None: any op; a suite checks its regimes before it knows the op)."""
+    op written in `dims` (None: any op; a suite checks its regimes before it knows the op) and
+    whose draws `dtype` holds (None: not checked; a case checks it)."""
     name, param = split(str(regime))
     if name not in INPUT_REGIMES:
         raise UsageError(unknown("input regime", name, INPUT_REGIMES))
@@ -305,6 +315,12 @@ def check_input_regime(regime: str, dims: tuple[str, ...] | None) -> None:
         raise UsageError(f"input regime {name!r} takes no parameter (got {param!r})")
     if param is not None and spec.check:
         spec.check(param)
+    if dtype is not None and spec.reaches is not None:
+        reaches, fmt = spec.reaches(float(param or spec.param_default)), get_format(dtype)
+        if reaches >= fmt.overflow:
+            raise UsageError(f"input regime {str(regime)!r} draws values up to about {general(reaches)} ({SIGMAS} "
+                             f"standard deviations out), and {fmt.name} rounds {general(fmt.overflow)} and above to "
+                             "Inf: give a smaller parameter or a wider dtype")
 
 
 def draw_input(regime: str, rng: np.random.Generator, rows: int, heads: int, dim: int) -> Array:

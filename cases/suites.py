@@ -41,6 +41,7 @@ from pathlib import Path
 
 from normdiff.cases import layouts, regimes
 from normdiff.cases.model import Case, check_size
+from normdiff.harness.data import inputs
 from normdiff.harness.data.budgets import CHAINS
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import FORMATS, get_format
@@ -129,15 +130,14 @@ def load(name_or_path: str) -> Suite:
         if name_or_path not in suites:
             raise SuiteError(f"{unknown('suite', name_or_path, suites)} (or give a path to a .toml suite file)")
         path = suites[name_or_path]
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file of at most 16 MiB (a pipe, /dev/zero or a folder is refused by name)
+        data = inputs.toml_loads(inputs.read_text(path, "suite", "give a .toml suite file"))
+    except inputs.InputError as exc:
+        raise SuiteError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SuiteError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a suite is a TOML text "
-                         "file") from None
-    except OSError as exc:  # a folder, unreadable, vanished
-        raise SuiteError(f"{path}: cannot read it ({exc.strerror}); give a .toml suite file") from None
+    except inputs.TooDeep as exc:
+        raise SuiteError(f"{path}: {exc}; a suite's groups are tables of lists") from None
     extra = [k for k in data if k not in TOP_KEYS]
     if extra:  # a misspelt [[groups]] would otherwise read as "no groups", or be ignored beside them
         raise SuiteError(f"{path}: {_unknown_keys(extra, TOP_KEYS, 'top-level key')}; a suite file has only: "
@@ -357,9 +357,22 @@ def _check_size(where: str, groups: list[tuple[str, dict]]) -> None:
     if total > limit:
         label, shape, cases, _ = max(sizes, key=lambda s: s[3])
         raise SuiteError(f"{where}: this suite needs about {byte_size(total)} of memory (the most: {cases} "
-                         f"case{'s' * (cases > 1)} of {shape}{' in ' + label if label else ''}); the limit is "
-                         f"{byte_size(limit)}: use fewer rows or cases, or raise the limit with "
-                         "NORMDIFF_MAX_SUITE_BYTES=<bytes>")
+                         f"case{'s' * (cases > 1)} of {shape}{' in ' + label if label else ''}); "
+                         + _the_limit(limit, "use fewer rows or cases"))
+
+
+def check_case_memory(rows: int, width: int, where: str, fix: str) -> None:
+    """Refuse, before anything is drawn, one case (a replayed case, the largest a fuzz may draw)
+    whose memory estimate is above the limit a suite has: the case a suite refuses, repro and
+    fuzz refuse too, in the same words."""
+    limit, needed = _byte_limit(), rows * width * BYTES_PER_ELEMENT
+    if needed > limit:
+        raise UsageError(f"{where}: a case of {rows} x {width} needs about {byte_size(needed)} of memory; "
+                         + _the_limit(limit, fix))
+
+
+def _the_limit(limit: int, fix: str) -> str:
+    return f"the limit is {byte_size(limit)}: {fix}, or raise the limit with NORMDIFF_MAX_SUITE_BYTES=<bytes>"
 
 
 def _grid_sizes(group: dict):

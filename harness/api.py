@@ -13,11 +13,11 @@ is handed nothing that imports a layer above it).
 """
 from __future__ import annotations
 
-import math
 import threading
 from typing import TYPE_CHECKING
 
 from normdiff.cases import suites
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.engine import api as engine
 from normdiff.implementations import registry
@@ -39,12 +39,9 @@ def select(names: list[str] | None = None, full: bool = False) -> list[Implement
 
 
 def check_timeout(timeout, what: str = "timeout") -> float:
-    """A per-call limit in seconds: a finite positive number (a string, 0, NaN or inf is refused)."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise UsageError(f"{what} must be a number of seconds, e.g. 60; got {timeout!r} ({type(timeout).__name__})")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise UsageError(f"{what} must be a finite number of seconds above 0, e.g. 60; got {timeout!r}")
-    return float(timeout)
+    """A per-call limit in seconds: a finite positive number of at most a day (a string, 0, NaN,
+    inf or 1e10 is refused)."""
+    return inputs.seconds(timeout, what)
 
 
 def check_implementations(implementations) -> list[Implementation]:

@@ -48,6 +48,7 @@ the worker's own per-call limit would kill the whole worker (`command_timeout_fo
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -61,6 +62,7 @@ import numpy as np
 
 from normdiff import processes
 from normdiff.text import byte_size, general, seconds
+from normdiff.harness.data import inputs
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import format_of
 from normdiff.harness.data.errors import UsageError
@@ -144,11 +146,14 @@ def decode(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 def read_selected(path, wanted) -> dict[str, tuple[str, np.ndarray]]:
     """{name: (dtype code, array)} of the tensors of a safetensors file that `wanted(name, shape)`
-    picks, read through a memory map: only their bytes (a checkpoint's norms out of gigabytes)."""
-    data = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) else b""
+    picks, read through a memory map: only their bytes (a checkpoint's norms out of gigabytes).
+    A path that is not a regular file is an inputs.InputError (a UsageError) naming it."""
+    with inputs.open_file(path, "give a .safetensors file") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = np.memmap(fh, dtype=np.uint8, mode="r", shape=(size,)) if size else b""
     header, body, _ = _split(data)
     return {name: (info["dtype"], _tensor(name, info, body)) for name, info in header.items()
-            if isinstance(info, dict) and wanted(name, tuple(info.get("shape") or ()))}
+            if wanted(name, _shape(name, info))}
 
 
 def _split(data) -> tuple[dict, memoryview, dict[str, str]]:
@@ -157,12 +162,17 @@ def _split(data) -> tuple[dict, memoryview, dict[str, str]]:
         raise FormatError(f"the file has {len(data)} bytes; a safetensors file starts with an 8-byte "
                           "little-endian header length")
     n = int.from_bytes(bytes(data[:8]), "little")
-    if n > min(_MAX_HEADER, len(data) - 8):
+    if n > _MAX_HEADER:
+        raise FormatError(f"the first 8 bytes give a header of {n} bytes; the format allows at most "
+                          f"{_MAX_HEADER} (the length must be little-endian u64)")
+    if n > len(data) - 8:
         raise FormatError(f"the first 8 bytes give a header of {n} bytes, but the file has only "
                           f"{len(data) - 8} after them (the length must be little-endian u64)")
     try:
-        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header = inputs.json_loads(bytes(data[8:8 + n]).decode("utf-8"))
+    except inputs.TooDeep as exc:
+        raise FormatError(f"the {n}-byte header: {exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON
         raise FormatError(f"the {n}-byte header is not JSON: {exc}") from None
     if not isinstance(header, dict):
         raise FormatError(f"the header is a JSON {type(header).__name__}, not an object")
@@ -173,22 +183,37 @@ def _split(data) -> tuple[dict, memoryview, dict[str, str]]:
     return header, body, {str(k): str(v) for k, v in metadata.items()}
 
 
-def _tensor(name: str, info, body: memoryview) -> np.ndarray:
+def _shape(name: str, info) -> tuple[int, ...]:
+    """A header entry's shape, checked (FormatError names the tensor)."""
     where = f"tensor {name!r}"
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
         raise FormatError(f"{where}: its header entry must be an object with dtype, shape and "
-                          f"data_offsets; got {info!r}")
-    code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if code not in _CODES:
-        raise FormatError(f"{where}: unknown dtype {code!r} (known: {', '.join(_CODES)})")
-    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-        raise FormatError(f"{where}: shape must be a list of non-negative integers; got {shape!r}")
+                          f"data_offsets; got {_clipped(info)}")
+    shape = info["shape"]
+    if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                            for d in shape)):
+        raise FormatError(f"{where}: shape must be a list of non-negative integers; got {_clipped(shape)}")
+    return tuple(shape)
+
+
+def _clipped(value, most: int = 200) -> str:
+    """repr(value), at most `most` characters: a malformed entry may be megabytes."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most] + "..."
+
+
+def _tensor(name: str, info, body: memoryview) -> np.ndarray:
+    where = f"tensor {name!r}"
+    shape = _shape(name, info)
+    code, offsets = info["dtype"], info["data_offsets"]
+    if not isinstance(code, str) or code not in _CODES:
+        raise FormatError(f"{where}: unknown dtype {_clipped(code)} (known: {', '.join(_CODES)})")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
             and 0 <= offsets[0] <= offsets[1] <= len(body)):
-        raise FormatError(f"{where}: data_offsets {offsets!r} must be [begin, end] within the "
+        raise FormatError(f"{where}: data_offsets {_clipped(offsets)} must be [begin, end] within the "
                           f"{len(body)}-byte data block that follows the header")
     dtype = _CODES[code]
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # a Python int: a product of huge dims does not wrap round
     if offsets[1] - offsets[0] != count * dtype.itemsize:
         raise FormatError(f"{where}: {code} {tuple(shape)} needs {count * dtype.itemsize} bytes, "
                           f"data_offsets {offsets} span {offsets[1] - offsets[0]}")
@@ -206,26 +231,31 @@ def write_file(path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | 
 
 
 def read_file(path, max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """A safetensors file's tensors; with `max_bytes`, a larger file is refused before it is read."""
-    size = os.path.getsize(path)
-    if max_bytes is not None and size > max_bytes:
-        raise FormatError(f"the file has {byte_size(size)}; this case's output needs at most {byte_size(max_bytes)}")
-    with open(path, "rb") as fh:
-        return decode(fh.read())
+    """A safetensors file's tensors; with `max_bytes`, a larger file is refused before it is read
+    (a pipe or a device in its place is refused before it is opened)."""
+    try:
+        with inputs.open_file(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if max_bytes is not None and size > max_bytes:
+                raise FormatError(f"the file has {byte_size(size)}; this case's output needs at most "
+                                  f"{byte_size(max_bytes)}")
+            return decode(fh.read())
+    except inputs.InputError as exc:
+        raise FormatError(f"it is not a file ({exc.why})") from None
 
 
 def read_header(path) -> dict:
     """Only the JSON header of a safetensors file (its tensors' dtypes and shapes), read without its
     data: a wrongly shaped output is refused without reading what may be gigabytes."""
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        n = int.from_bytes(head, "little") if len(head) == 8 else -1
-        if n < 0 or n > _MAX_HEADER:
-            return {}
-        try:
-            header = json.loads(fh.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return {}
+    try:
+        with inputs.open_file(path) as fh:
+            head = fh.read(8)
+            n = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if n < 0 or n > _MAX_HEADER:
+                return {}
+            header = inputs.json_loads(fh.read(n).decode("utf-8"))
+    except ValueError:  # not a file (read_file says so), not UTF-8, not JSON, nested too deeply
+        return {}
     return header if isinstance(header, dict) else {}
 
 

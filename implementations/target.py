@@ -19,6 +19,7 @@ import inspect
 import os
 from dataclasses import dataclass, field
 
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 from normdiff.implementations import calls
 from normdiff.implementations.frameworks import FRAMEWORKS, graph_framework
@@ -117,15 +118,13 @@ def locate(text: str, **how) -> UserTarget:
     what that says decided; `how`: its fields after `source` (framework, forced, op, call, init,
     weight_attr). TargetError says what is wrong with it."""
     if graph_framework(text):
-        if not os.path.isfile(text):
-            raise TargetError(f"file not found: {text}")
+        _check_file(text, f"file not found: {text}", "give the graph's file")
         return _located(os.path.abspath(text), text, "", "", None, how)
     where, sep, attr = text.rpartition(":")
     if not sep or not where or not attr or not all(part.isidentifier() for part in attr.split(".")):
         raise TargetError(f"target {text!r} is not FILE.py:NAME, package.module:NAME or FILE.onnx")
     if where.endswith(".py") or os.sep in where:
-        if not os.path.isfile(where):
-            raise TargetError(f"file not found: {where} (from target {text!r})")
+        _check_file(where, f"file not found: {where} (from target {text!r})", "give a Python file")
         path = os.path.abspath(where)
         return _located(f"{path}:{attr}", text, "", attr, path, how)
     return _located(text, text, where, attr, _module_source(where), how)
@@ -176,9 +175,21 @@ def _module_source(module: str) -> str | None:
     return origin if origin and origin.endswith(".py") else None
 
 
-def _parse(path: str) -> ast.Module:
+def _check_file(path: str, missing: str, fix: str) -> None:
+    """A target's file: `missing` when there is none; a pipe, a device or a folder in its place is
+    named as what it is (reading one would block, or never end)."""
+    if not os.path.lexists(path):
+        raise TargetError(missing)
     try:
-        with open(path, encoding="utf-8") as file:
-            return ast.parse(file.read(), path)
-    except (OSError, SyntaxError, ValueError) as exc:
+        inputs.check_file(path, fix)
+    except inputs.InputError as exc:
+        raise TargetError(str(exc)) from None
+
+
+def _parse(path: str) -> ast.Module:
+    try:  # a regular file of at most 64 MiB, opened without blocking; bytes: its coding line is honoured
+        return ast.parse(inputs.read_bytes(path, "source", "give a Python file"), path)
+    except inputs.InputError as exc:
+        raise TargetError(str(exc)) from None
+    except (SyntaxError, ValueError, RecursionError) as exc:
         raise TargetError(f"{path} cannot be read as Python: {exc}") from None

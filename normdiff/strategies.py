@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from normdiff.cases import layouts as _layouts
 from normdiff.cases import regimes as _regimes
 from normdiff.cases.model import MAX_CASE_ELEMENTS, MAX_WIDTH, Case
-from normdiff.cases.suites import BUDGETED_DTYPES
+from normdiff.cases.suites import BUDGETED_DTYPES, check_case_memory
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
@@ -143,6 +143,8 @@ def _check_limits(max_rows: int, max_width: int, min_width: int, max_heads: int)
     if max_width > MAX_WIDTH or max_rows * max_width > MAX_CASE_ELEMENTS:
         raise UsageError(f"cases are at most {MAX_WIDTH} wide and {MAX_CASE_ELEMENTS} elements; got "
                          f"max_rows {max_rows} x max_width {max_width}")
+    check_case_memory(max_rows, max_width, f"max_rows {max_rows} x max_width {max_width}",
+                      "give a smaller max_rows or max_width")
 
 
 def shapes_for(op: str, max_rows: int = DEFAULT_MAX_ROWS, max_width: int = DEFAULT_MAX_WIDTH, min_width: int = 1,

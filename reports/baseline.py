@@ -29,6 +29,7 @@ a regression are in `_classify` and docs/baselines.md.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -40,6 +41,7 @@ import pandas as pd
 
 from normdiff.clock import utc_now
 from normdiff.files import atomic_write
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import verdict
@@ -146,7 +148,7 @@ def save(report, path: str | os.PathLike) -> Path:
     path = Path(path)
     doc = build(report)
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
+        old = inputs.json_loads(inputs.read_text(path, "baseline"))
         if (isinstance(old, dict) and isinstance(old.get("meta"), dict)
                 and {**old["meta"], "created": None} == {**doc["meta"], "created": None}
                 and old.get("cells") == doc["cells"] and isinstance(old["meta"].get("created"), str)):
@@ -179,18 +181,20 @@ def _fix(path) -> str:
 def load(path: str | os.PathLike) -> Baseline:
     """Read and validate a baseline file; BaselineError names the problem and the fix."""
     path = Path(path)
+    try:  # a regular file of bounded size: a pipe or /dev/zero is refused by name, before it is read
+        text = inputs.read_text(path, "baseline", "give the file `normdiff run --save-baseline FILE` wrote")
+    except inputs.InputError as exc:
+        if exc.why == os.strerror(errno.ENOENT):
+            raise BaselineError(f"baseline file {path} does not exist; create it with "
+                                f"`normdiff run --suite SUITE --save-baseline {path}`") from None
+        raise BaselineError(f"baseline {exc}") from None
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BaselineError(f"baseline file {path} does not exist; create it with "
-                            f"`normdiff run --suite SUITE --save-baseline {path}`") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"cannot read the baseline file {path}: {exc}") from None
-    try:
-        doc = json.loads(text)
+        doc = inputs.json_loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(f"baseline file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                             f"{exc.msg}); it may be truncated or edited by hand: {_fix(path)}") from None
+    except inputs.TooDeep as exc:
+        raise BaselineError(f"baseline file {path}: {exc}; {_fix(path)}") from None
     if not isinstance(doc, dict) or "format" not in doc:
         raise BaselineError(f"{path} is not a normdiff baseline (no 'format' field): {_fix(path)}")
     if doc["format"] != FORMAT:

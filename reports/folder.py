@@ -31,6 +31,7 @@ from pathlib import Path
 
 from normdiff import __version__, processes
 from normdiff.files import atomic_write, umask
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 
 MANIFEST = ".normdiff-manifest.json"
@@ -76,6 +77,9 @@ def check_file(path, what: str) -> Path:
         raise _problem(what, path, f"is a symbolic link (to {os.readlink(path)})", "give the file itself")
     if path.is_dir():
         raise _problem(what, path, "is a folder", "give a file name")
+    if path.exists() and not path.is_file():  # writing would replace a device node, a pipe, a socket
+        why = inputs.kind_of(path.stat().st_mode).removeprefix("Is ").removesuffix(", not a file")
+        raise _problem(what, path, f"is {why}, not a file", "give a file name")
     parent = path.parent
     if not parent.is_dir():
         raise _problem(what, path, f"its folder {parent} does not exist" if not parent.exists()
@@ -119,7 +123,7 @@ def _probe_create(path: Path, what: str) -> None:
 
 def _manifest(path: Path) -> dict | None:
     try:
-        data = json.loads((path / MANIFEST).read_text())
+        data = inputs.json_loads(inputs.read_text(path / MANIFEST, "manifest"))  # a pipe there is no manifest
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None

@@ -20,7 +20,7 @@ import sys
 import traceback
 
 from normdiff import __version__, interrupts, processes
-from normdiff.harness.data import names
+from normdiff.harness.data import inputs, names
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
@@ -83,13 +83,16 @@ class _ForWith(argparse.Action):
 
 
 def _seconds(text: str) -> float:
-    """A --timeout: a finite number of seconds above 0 (nan, inf, 0 and negatives are refused)."""
+    """A --timeout: a finite number of seconds above 0, at most a day (nan, inf, 0, negatives and
+    1e10, which would overflow a thread's wait, are refused)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, e.g. 60") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds above 0, e.g. 60")
+    if value > inputs.MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at most {inputs.MAX_SECONDS} seconds (one day)")
     return value
 
 
@@ -568,21 +571,22 @@ def _json_default(value):
     return value.item() if isinstance(value, np.generic) else str(value)
 
 
-def _at_least(least: int):
-    """An argparse type: a whole number >= `least`."""
+def _at_least(least: int, most: int | None = None):
+    """An argparse type: a whole number >= `least` (and <= `most`)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= {least}")
+        if value < least or (most is not None and value > most):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number " + (
+                f"from {least} to {most}" if most is not None else f">= {least}"))
         return value
     return parse
 
 
 _whole = _at_least(1)  # a count
-_seed = _at_least(0)
+_seed = _at_least(0, inputs.MAX_SEED)
 
 
 def _fuzz_parser(sub) -> None:
@@ -606,7 +610,8 @@ def _fuzz_parser(sub) -> None:
     _pass_option(fz)
     fz.add_argument("--max-time", type=_seconds, metavar="SECONDS", help="search this long (default: "
                     f"{general(defaults.DEFAULT_MAX_TIME)} s unless --max-examples is given)")
-    fz.add_argument("--max-examples", type=_whole, metavar="N", help="search at most N examples")
+    fz.add_argument("--max-examples", type=_at_least(1, defaults.MAX_EXAMPLES), metavar="N",
+                    help=f"search at most N examples (at most {defaults.MAX_EXAMPLES})")
     fz.add_argument("--shrink-time", type=_seconds, default=defaults.DEFAULT_SHRINK_TIME, metavar="SECONDS",
                     help="seconds the shrink of a failure may take (default: %(default)s)")
     fz.add_argument("--seed", type=_seed, help="seed Hypothesis: the same examples in the same order "

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from normdiff.cases import layouts as layout_table
 from normdiff.files import cache_dir
 from normdiff.interrupts import SIGNALS, Interrupted
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.ops import PASSES
 from normdiff.harness.data.outcomes import OUTCOMES
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the engine, the strategies and Hypothesis are imported when
 
 CACHE_ENV = "NORMDIFF_HYPOTHESIS_CACHE"
 DEFAULT_MAX_TIME = 60.0  # seconds, when neither max_time nor max_examples is given
+MAX_EXAMPLES = 10 ** 6  # a day at a dozen examples a second: --max-time is the way to search longer
 DEFAULT_SHRINK_TIME = 60.0
 DEFAULT_MAX_ROWS = 64  # enough for the channel-bias detector (32 rows) to have a chance
 DEFAULT_MAX_WIDTH = 256
@@ -321,15 +323,14 @@ def minimal_of(outcome: Outcome, from_database: bool = False) -> dict:
 def check_options(max_time=None, max_examples=None, shrink_time=DEFAULT_SHRINK_TIME, timeout=DEFAULT_TIMEOUT,
                   seed=None, **_others) -> None:
     """The numeric options' UsageErrors, raised before anything starts (the others are checked
-    where they are used)."""
-    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
-                                     or max_examples < 1):
-        raise UsageError(f"max_examples must be a whole number >= 1, got {max_examples!r}")
+    where they are used): times in seconds up to a day, at most MAX_EXAMPLES examples, a 32-bit seed."""
+    if max_examples is not None:
+        inputs.whole(max_examples, "max_examples", 1, MAX_EXAMPLES)
     for name, value in (("max_time", max_time), ("shrink_time", shrink_time), ("timeout", timeout)):
-        if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-            raise UsageError(f"{name} must be a number of seconds above 0, got {value!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError(f"seed must be a whole number >= 0, got {seed!r}")
+        if value is not None:
+            inputs.seconds(value, name)
+    if seed is not None:
+        inputs.seed(seed)
 
 
 def fuzz(impls: list[Implementation], *, op: str | None = None, convention: str | None = None, dtypes=(),

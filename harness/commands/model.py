@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.engine import model_run
 from normdiff.implementations import registry
@@ -62,13 +63,15 @@ def implementation_for(target: str, family: str, kind: str, user_options: dict, 
     return impl
 
 
-def check_family_options(family: str, dtype: str, tokens: int) -> None:
+def check_family_options(family: str, dtype: str, tokens: int, seed: int = 0, timeout: float = 600.0) -> None:
     from normdiff.harness.data.dtypes import get_format
 
     get_family(family)
     get_format(dtype)  # an unknown dtype names the ones there are
-    if not 1 <= tokens <= 256:
-        raise UsageError(f"--tokens must be 1..256 (the small model's positions), got {tokens}")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 256:
+        raise UsageError(f"--tokens must be 1..256 (the small model's positions), got {tokens!r}")
+    inputs.seed(seed)  # torch takes at most 2**63; normdiff's seeds are 32-bit
+    inputs.seconds(timeout)
 
 
 def model(family: str, targets: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
@@ -79,7 +82,7 @@ def model(family: str, targets: dict, dtype: str = "bfloat16", seed: int = 0, to
     if not targets:
         raise UsageError("nothing to swap in: give at least one of " + ", ".join(OPTIONS.values()) +
                          " (or --mutants for the teaching table)")
-    check_family_options(family, dtype, tokens)
+    check_family_options(family, dtype, tokens, seed, timeout)
     shadowed = get_family(family).shadowed(targets)
     if shadowed:
         kind, by = next(iter(shadowed.items()))
@@ -151,7 +154,7 @@ def mutants(dtypes=MUTANT_DTYPES, seed: int = 0, tokens: int = 128, timeout: flo
     """Each forward mutant alone in every site of its kind, in the first family that has that site,
     once per dtype; all on one torch worker (one import)."""
     for dtype in dtypes:
-        check_family_options(next(iter(FAMILIES)), dtype, tokens)
+        check_family_options(next(iter(FAMILIES)), dtype, tokens, seed, timeout)
     table = MutantTable(tuple(dtypes), seed, tokens)
     forward = [i for i in registry.implementations() if i.expected_to_fail and "forward" in i.passes]
     with model_run.torch_worker(timeout) as worker:

@@ -32,6 +32,7 @@ import numpy as np
 
 from normdiff.cases import layouts
 from normdiff.cases.model import Case, CaseInputs
+from normdiff.cases.suites import check_case_memory
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.errors import UsageError
@@ -58,12 +59,14 @@ def full_case(case_id: str) -> Case:
     """The case of a full case id, as results.csv and check print it. `Case.from_id` fills in what
     an id leaves out (an operand's default regime: w=ones), so a truncated id names another case than
     the one it was cut from: replaying that silently would answer the wrong question. An id that is
-    not its case's own is a usage error (exit 2) that gives the full id and the parts that differ."""
+    not its case's own is a usage error (exit 2) that gives the full id and the parts that differ.
+    A case whose memory estimate a suite would refuse is refused too, before anything is drawn."""
     case = Case.from_id(case_id)
     given = str(case_id).strip()
     if case.id != given:
         raise UsageError(f"{given!r} is not a full case id: it reads as {case.id!r}, which {_differs(case.id, given)}; "
                          "give the full id of the case you mean, as results.csv or check prints it")
+    check_case_memory(case.rows, case.width, f"case {case.id}", "replay a smaller case")
     return case
 
 

@@ -27,7 +27,8 @@ from normdiff.harness.commands import checkpoint as ckpt
 from normdiff.harness.data.dtypes import get_format
 
 ZERO_CENTRED, PLAIN, UNCLEAR = "zero-centred (1 + w)", "plain (w)", "unclear"
-WRONG = ("fold missing", "double-folded", "fold where none belongs", "missing", "changed")
+NONFINITE = "NaN or Inf"  # a verdict with or without an original: a norm gain no token passes unharmed
+WRONG = ("fold missing", "double-folded", "fold where none belongs", "missing", "changed", NONFINITE)
 
 
 @dataclass
@@ -46,7 +47,8 @@ class NormWeight:
     bf16_gain_max_rel: float | None = None
     change: str = ""  # against an original: same | +1 | +2 | changed | missing | new
     original_name: str = ""  # against an original whose names differ (a GGUF from HF): the tensor there
-    verdict: str = ""  # against an original: ok | fold missing | double-folded | ...
+    verdict: str = ""  # against an original: ok | fold missing | double-folded | ...; NaN or Inf always
+    nonfinite: int = 0  # values that are NaN or Inf (the statistics are the finite ones')
 
     def as_dict(self) -> dict:
         return dict(vars(self), shape=list(self.shape))
@@ -94,9 +96,14 @@ def _expects(holder) -> str:
 
 
 def describe_tensor(t: ckpt.Tensor, holder=None) -> NormWeight:
-    v = t.values.ravel()
-    w = NormWeight(t.name, t.dtype, t.shape, float(v.mean()), float(v.min()), float(v.max()), float(v.std()),
-                   storage_suggested(v), _expects(holder), holder.cls if holder else "")
+    """A tensor's statistics and storage. NaN or Inf in a norm's gain is the checkpoint's defect
+    (every token through that norm turns NaN): it is counted and judged wrong (exit 1), and the
+    statistics describe the finite values, so the rest of the report still reads."""
+    everything = t.values.ravel()
+    v = everything[np.isfinite(everything)]
+    stats = (float(v.mean()), float(v.min()), float(v.max()), float(v.std())) if v.size else (float("nan"),) * 4
+    w = NormWeight(t.name, t.dtype, t.shape, *stats, storage_suggested(v), _expects(holder),
+                   holder.cls if holder else "", nonfinite=int(everything.size - v.size))
     if (w.expects or w.looks) == ZERO_CENTRED:
         bf16 = get_format("bfloat16")
         gains = 1.0 + v
@@ -130,6 +137,9 @@ def analyse(checkpoint: str, against: str | None = None) -> WeightsReport:
                             "judged by their statistics alone")
     if against is not None:
         compare(report, tensors, against)
+    for w in report.weights:
+        if w.nonfinite:
+            w.verdict = NONFINITE
     return report
 
 
@@ -220,6 +230,9 @@ def describe(report: WeightsReport) -> str:
             storage += "  <- the statistics do not look like what the class expects"
         was = f"  (from {one(w.original_name)})" if w.original_name else ""
         lines.append(f"  {one(w.name)}{was}\n      {stats}\n      {storage}")
+        if w.nonfinite:
+            lines.append(f"      {w.nonfinite} of {int(np.prod(w.shape))} values are NaN or Inf (the statistics are the "
+                         "finite ones'): every token through this norm would turn NaN  ->  NAN OR INF")
         if w.bf16_gains_changed is not None:
             lines.append(f"      1 + w in bf16: {w.bf16_gains_changed} of {int(np.prod(w.shape))} gains change "
                          f"(at most {number(w.bf16_gain_max_rel)} relative)")
@@ -227,6 +240,9 @@ def describe(report: WeightsReport) -> str:
             lines.append(f"      against the original: {w.change}" + (f"  ->  {w.verdict.upper()}"
                                                                         if w.verdict in WRONG else ""))
     lines += [f"  note: {one(n)}" for n in report.notes]
+    broken = [w for w in report.weights if w.nonfinite]
+    if broken and not report.original:
+        lines.append(f"{len(broken)} norm tensor{'s hold' if len(broken) != 1 else ' holds'} NaN or Inf")
     if report.original:
         bad = report.wrong
         lines.append(f"{len(bad)} norm tensor{'s' if len(bad) != 1 else ''} converted wrong" if bad else

@@ -178,8 +178,8 @@ def test_run_suite_refuses_an_implementation_given_twice(nothing_runs, correct):
     assert "fx-correct" in str(err.value)
 
 
-@pytest.mark.parametrize("timeout", ["5", float("nan"), 0, -1, math.inf, True, None],
-                         ids=["str", "nan", "zero", "negative", "inf", "bool", "none"])
+@pytest.mark.parametrize("timeout", ["5", float("nan"), 0, -1, math.inf, True, None, 1e10, 1e300],
+                         ids=["str", "nan", "zero", "negative", "inf", "bool", "none", "1e10", "1e300"])
 def test_run_suite_refuses_a_bad_timeout(nothing_runs, correct, timeout):
     with pytest.raises(UsageError, match="number of seconds"):
         api.run_suite(SUITE, [correct], timeout=timeout)
