@@ -17,6 +17,7 @@ import numpy as np
 
 from normdiff.files import atomic_write
 from normdiff.harness.data.errors import UsageError
+from normdiff.reports.folder import writing
 from normdiff.text import general, share
 
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
@@ -244,5 +245,6 @@ def _finish(fig, path) -> bytes:
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 3})
     data = buf.getvalue()
     if path is not None:
-        atomic_write(path, data)
+        with writing(path, "--plot"):  # refused (a full disk): an OutputError, an earlier plot kept
+            atomic_write(path, data)
     return data

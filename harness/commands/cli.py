@@ -1,7 +1,9 @@
 """The `normdiff` command line. Exit codes: 0 all agree, 1 a non-mutant implementation disagrees
 (or, with --baseline, a regression since the baseline), 2 usage error (unknown suite, op,
 convention or implementation; malformed suite file; unusable baseline file; for `check`, a target
-that cannot run at all), 3 for `check` a partial result (everything that ran agrees, some cases
+that cannot run at all; a file or report the machine refused to write, a full disk: for `run` always,
+the summary still printed, for a file `check`, `repro` or `explain` writes besides their answer
+instead of 0), 3 for `check` a partial result (everything that ran agrees, some cases
 could not run), 70 an internal error (a bug in normdiff: the traceback is printed so that it can be
 reported).
 
@@ -19,7 +21,7 @@ import traceback
 
 from normdiff import __version__, interrupts, processes
 from normdiff.harness.data import names
-from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.errors import OutputError, UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
 from normdiff.text import general, printable, seconds
@@ -346,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
                 if own_process:
                     processes.kill_descendants()
     except UsageError as exc:  # unknown names and malformed suites: the message says what to fix
-        _usage_error(exc, "--json" in (sys.argv[1:] if argv is None else argv))
+        as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+        if getattr(exc, "kept", "") and not as_json:  # what was computed before a file was refused
+            print(exc.kept)
+        _usage_error(exc, as_json)
         return USAGE_ERROR
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: one line, the shell's exit status
         stop = interrupts.as_interrupted(exc)
@@ -383,6 +388,9 @@ def _partial(stop: interrupts.Interrupted, out) -> None:
     except KeyboardInterrupt:
         stop.said = f"stopped again while writing; {out} is as it was"
         return
+    except OutputError as exc:  # a full disk: the stop is still what is reported (its exit status)
+        stop.said = f"the partial results could not be written: {printable(exc, newlines=False)}"
+        return
     stop.said = f"partial results ({stop.partial.meta['incomplete']}) written to {written}/, marked incomplete"
 
 
@@ -414,24 +422,44 @@ def _run(args) -> int:
     from normdiff.reports import render
 
     comparison = baseline.attach(report, base) if base is not None else None
-    out = render.write(report, args.out)
+    # the report folder is what a run is for: a write the machine refuses (a full disk) exits 2,
+    # after the baseline is saved all the same and the summary is printed (README: Under faults)
+    lost, out, saved = [], None, None
+    try:
+        out = render.write(report, args.out)
+    except OutputError as exc:
+        lost.append(exc)
     if args.save_baseline:
-        baseline.save(report, args.save_baseline)
+        try:
+            saved = baseline.save(report, args.save_baseline)
+        except OutputError as exc:
+            lost.append(exc)
+    code = USAGE_ERROR if lost else report.meta["exit_code"]
     if args.json:
-        print(json.dumps(_jsonable({"exit_code": report.meta["exit_code"], "cases": report.meta["cases"],
-                                    "seconds": report.meta["seconds"], "report": str(out),
-                                    "baseline_saved": args.save_baseline,
+        print(json.dumps(_jsonable({"exit_code": code, "cases": report.meta["cases"],
+                                    "seconds": report.meta["seconds"], "report": str(out) if out else None,
+                                    "baseline_saved": str(saved) if saved else None,
                                     "baseline_exit_code": comparison.exit_code if comparison is not None else None,
+                                    **({"error": "; ".join(map(str, lost)), "run_exit_code": report.meta["exit_code"]}
+                                       if lost else {}),
                                     "summary": report.summary.to_dict("records")}), default=_json_default))
-    elif not args.quiet:
+        return code
+    if not args.quiet:
         print(render.terminal(report))
         if comparison is not None:
             print(comparison.terminal())
-        print(f"{report.meta['cases']} cases in {seconds(report.meta['seconds'])}; report written to {out}/"
-              + (f"; baseline saved to {args.save_baseline}" if args.save_baseline else ""))
+        print(f"{report.meta['cases']} cases in {seconds(report.meta['seconds'])}"
+              + (f"; report written to {out}/" if out else "") + (f"; baseline saved to {saved}" if saved else ""))
     elif comparison is not None and (comparison.warnings or comparison.exit_code):
         print(comparison.terminal(), file=sys.stderr)
-    return report.meta["exit_code"]
+    for exc in lost:
+        _refused(exc, f"; the run's own exit status: {report.meta['exit_code']}")
+    return code
+
+
+def _refused(exc: OutputError, then: str = "") -> None:
+    """A file the machine refused to write, in one line on stderr after everything else."""
+    print(f"normdiff: error: {printable(exc, newlines=False)}{then}", file=sys.stderr)
 
 
 def _with_implementations(withs: list[dict], timeout: float, command_passes=("forward",)) -> list:
@@ -476,16 +504,32 @@ def _repro(args) -> int:
     if not args.implementation:
         impl = usercode.user_code_implementation(vars(args), case.op, case.convention, args.timeout, passes=(case.pass_,))
     replay = repro.replay(case, impl, timeout=args.timeout)
-    path = repro.write_script(case, impl, args.script, replay) if args.script else None
+    path = lost = None
+    if args.script:
+        try:
+            path = repro.write_script(case, impl, args.script, replay)
+        except OutputError as exc:  # the replay is printed; its status stands, but never 0
+            lost = exc
+    code = _with_lost(replay.exit_code, lost)
     if args.json:
-        print(json.dumps(_jsonable({"case": case.id, "implementation": impl.name, "exit_code": replay.exit_code,
-                                    "row": replay.row, "script": str(path) if path else None}),
+        print(json.dumps(_jsonable({"case": case.id, "implementation": impl.name, "exit_code": code,
+                                    "row": replay.row, "script": str(path) if path else None,
+                                    **({"error": str(lost)} if lost else {})}),
                          default=_json_default))
-        return replay.exit_code
+        return code
     print(repro.describe(replay))
     if path:
         print(f"\nscript written to {path}; run it with: python {path}")
-    return replay.exit_code
+    if lost:
+        _refused(lost)
+    return code
+
+
+def _with_lost(code: int, lost: OutputError | None) -> int:
+    """The exit status of a command whose own answer was printed but whose file (--script, check's
+    --out, --plot) the machine refused: its own status when that reports something (1, 3), else 2,
+    so that 0 never hides a file that is missing."""
+    return USAGE_ERROR if lost is not None and code == 0 else code
 
 
 def _check(args) -> int:
@@ -495,7 +539,7 @@ def _check(args) -> int:
         raise UsageError("give the target once: as TARGET or as --target TARGET")
     args.target = args.target or args.target_flag
     target = args.target or args.command
-    written = None
+    written = lost = None
     if args.out:
         from normdiff.reports import folder
 
@@ -517,18 +561,25 @@ def _check(args) -> int:
         if args.out:
             from normdiff.reports import render
 
-            written = render.write(result.report, args.out)
+            try:
+                written = render.write(result.report, args.out)
+            except OutputError as exc:  # the verdict is printed; its status stands, but never 0
+                lost = exc
     except usercode.TargetError as exc:
         result = check.CheckResult("error", args.op, args.convention, str(target),
                                    "command" if args.command else (args.framework or "detected"),
                                    {"total": 0, "agree": 0, "disagree": 0, "error": 0}, message=str(exc))
+    code = _with_lost(result.exit_code, lost)
     if args.json:
-        print(json.dumps({**result.as_dict(), "report": str(written) if written else None}, default=_json_default))
-    else:
-        print(check.describe(result, target or ""))
-        if written:
-            print(f"  report written to {written}/")
-    return result.exit_code
+        print(json.dumps({**result.as_dict(), "report": str(written) if written else None,
+                          **({"exit_code": code, "error": str(lost)} if lost else {})}, default=_json_default))
+        return code
+    print(check.describe(result, target or ""))
+    if written:
+        print(f"  report written to {written}/")
+    if lost:
+        _refused(lost)
+    return code
 
 
 def _jsonable(value):
@@ -761,7 +812,14 @@ def _explain(args) -> int:
 
         folder.check_file(args.plot, "--plot")
 
-    text = explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table()
+    try:
+        text = explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table()
+    except OutputError as exc:  # the plot was refused: the explanation is printed, exit 2
+        if not args.json:
+            raise  # main prints what was kept, then the line
+        print(json.dumps({"bug": args.bug, "text": exc.kept, "plot": None, "error": str(exc),
+                          "exit_code": USAGE_ERROR}))
+        return USAGE_ERROR
     print(json.dumps({"bug": args.bug, "text": text, "plot": args.plot}) if args.json else text)
     return 0
 
