@@ -1,5 +1,5 @@
 """The reliability matrix, continued: what normdiff writes, when the machine refuses to write it, and
-what it must not replace (README: "Under faults").
+what it must not replace, and the environment it is started in (README: "Under faults").
 
 Each attempt runs the real `normdiff` program as tests/test_reliability.py does (its own working
 folder and TMPDIR, every process tagged) and asserts the same promises: the exit status, the one
@@ -12,7 +12,7 @@ intact). The faults are real, made without root's help:
     read-only during the run (EROFS): a small tmpfs mounted in a private mount namespace
     (`unshare -m`; skipped where the namespace cannot be made). Run as root (as on this project's
     machine), a read-only folder (chmod) would not stop a write: the tmpfs remounted read-only does;
-  * device files and named pipes, which a new file would replace.
+  * device files and named pipes, which a new file would replace; a HOME that cannot be written.
 A refused write inside the report folder's own steps (EBUSY of a bind mount, EXDEV, EACCES) is
 tested in process in tests/reports/test_folder.py.
 """
@@ -172,6 +172,9 @@ def still_a_fifo(name):
     return then
 
 
+NO_HOME = {"HOME": "{w}/afile", "XDG_CONFIG_HOME": None, "XDG_CACHE_HOME": None, "MPLCONFIGDIR": None}
+
+
 FAULTS = [
     # a file-size limit (EFBIG): the report is computed, then refused; nothing half-written is left
     Fault("fsize-report-html", RUN, 2,
@@ -230,6 +233,8 @@ FAULTS = [
     Fault("baseline-fifo", [*RUN, "--save-baseline", "pipe"], 2,
           r"--save-baseline pipe: is not a regular file \(a named pipe\)", "absent", TINY, setup=fifo("pipe"),
           then=still_a_fifo("pipe")),
+    # the environment
+    Fault("home-unwritable", [*RUN, "-q"], 0, r"^\Z", "complete", {**TINY, "afile": "x\n"}, env=NO_HOME),
 ]
 
 
