@@ -12,7 +12,7 @@ intact). The faults are real, made without root's help:
     read-only during the run (EROFS): a small tmpfs mounted in a private mount namespace
     (`unshare -m`; skipped where the namespace cannot be made). Run as root (as on this project's
     machine), a read-only folder (chmod) would not stop a write: the tmpfs remounted read-only does;
-  * device files and named pipes, which a new file would replace; a HOME that cannot be written.
+  * device files and named pipes, which a new file would replace; a HOME that cannot be written, ASCII-only streams (a C locale).
 A refused write inside the report folder's own steps (EBUSY of a bind mount, EXDEV, EACCES) is
 tested in process in tests/reports/test_folder.py.
 """
@@ -84,6 +84,11 @@ def rms_norm(x, weight, eps):
     xf = x.astype(np.float32)
     return weight * (xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + eps)).astype(x.dtype)
 """
+
+NON_ASCII = """def bad(x, weight, eps):
+    raise ValueError("naïve — ✓")
+"""
+
 
 @dataclass
 class Fault:
@@ -172,6 +177,7 @@ def still_a_fifo(name):
     return then
 
 
+ASCII_STREAMS = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 NO_HOME = {"HOME": "{w}/afile", "XDG_CONFIG_HOME": None, "XDG_CACHE_HOME": None, "MPLCONFIGDIR": None}
 
 
@@ -235,6 +241,10 @@ FAULTS = [
           then=still_a_fifo("pipe")),
     # the environment
     Fault("home-unwritable", [*RUN, "-q"], 0, r"^\Z", "complete", {**TINY, "afile": "x\n"}, env=NO_HOME),
+    Fault("ascii-streams-user-error", check("{w}/u.py:bad"), 2, r"ValueError: na\\xefve \\u2014 \\u2713",
+          files={"u.py": NON_ASCII}, env=ASCII_STREAMS),
+    Fault("ascii-encoding-out-name", ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "naïve"], 0,
+          r"report written to na\\xefve/", files=TINY, env={"PYTHONIOENCODING": "ascii"}),
 ]
 
 
@@ -283,11 +293,14 @@ def test_fault(fault: Fault, tmp_path: Path):
                               env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
     done = subprocess.run(_command(fault, work), cwd=work, env=env, capture_output=True, timeout=300)
+    # as the bytes came: under an ASCII locale normdiff writes escapes, never raw non-ASCII text
     stdout, stderr = (done.stdout.decode("utf-8", "surrogateescape"), done.stderr.decode("utf-8", "surrogateescape"))
     out = stdout + stderr
     assert "Traceback" not in out, out
     assert done.returncode == fault.code, out
     assert re.search(fault.says, out, re.S | re.M), out
+    if fault.env.get("PYTHONIOENCODING") == "ascii" or fault.env.get("LC_ALL") == "C":
+        assert out.isascii(), out
     deadline = time.monotonic() + 5
     while matrix._tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -24,7 +24,7 @@ from normdiff.harness.data import names
 from normdiff.harness.data.errors import OutputError, UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
-from normdiff.text import general, printable, seconds
+from normdiff.text import general, printable, seconds, unbreakable_streams
 
 USAGE_ERROR = 2
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h)
@@ -331,6 +331,7 @@ def _list_parser(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `normdiff list bugs | head` ends quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    unbreakable_streams()  # a name in any script prints under LANG=C too
     try:
         with interrupts.handled():
             args = _parser().parse_args(argv)
