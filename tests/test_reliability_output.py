@@ -1,4 +1,4 @@
-"""The reliability matrix, continued: what normdiff writes, when the machine refuses to write it, and
+"""The reliability matrix, continued: what normdiff writes, when the machine refuses to write it,
 what it must not replace, and the environment it is started in (README: "Under faults").
 
 Each attempt runs the real `normdiff` program as tests/test_reliability.py does (its own working
@@ -12,7 +12,8 @@ intact). The faults are real, made without root's help:
     read-only during the run (EROFS): a small tmpfs mounted in a private mount namespace
     (`unshare -m`; skipped where the namespace cannot be made). Run as root (as on this project's
     machine), a read-only folder (chmod) would not stop a write: the tmpfs remounted read-only does;
-  * device files and named pipes, which a new file would replace; a HOME that cannot be written, ASCII-only streams (a C locale).
+  * device files and named pipes, which a new file would replace; empty paths;
+  * a HOME that cannot be written; ASCII-only streams (a C locale).
 A refused write inside the report folder's own steps (EBUSY of a bind mount, EXDEV, EACCES) is
 tested in process in tests/reports/test_folder.py.
 """
@@ -177,8 +178,8 @@ def still_a_fifo(name):
     return then
 
 
-ASCII_STREAMS = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 NO_HOME = {"HOME": "{w}/afile", "XDG_CONFIG_HOME": None, "XDG_CACHE_HOME": None, "MPLCONFIGDIR": None}
+ASCII_STREAMS = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 
 
 FAULTS = [
@@ -245,6 +246,16 @@ FAULTS = [
           files={"u.py": NON_ASCII}, env=ASCII_STREAMS),
     Fault("ascii-encoding-out-name", ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "naïve"], 0,
           r"report written to na\\xefve/", files=TINY, env={"PYTHONIOENCODING": "ascii"}),
+    # empty paths: a usage error naming the option, nothing written
+    *[Fault(f"empty{option}", argv, 2, rf"argument {option}: an empty path: give ", "absent", TINY,
+            then=nothing_else_in("tiny.toml"))
+      for option, argv in [("--out", ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", ""]),
+                           ("--save-baseline", [*RUN, "--save-baseline", ""]),
+                           ("--baseline", [*RUN, "--baseline", ""]),
+                           ("--script", ["repro", CASE, "-i", "numpy", "--script", ""]),
+                           ("--plot", ["explain", "gamma-plus-one", "--plot", ""])]],
+    Fault("check-empty--out", check("{H}:correct", "--out", ""), 2, r"argument --out: an empty path",
+          then=nothing_else_in()),
 ]
 
 

@@ -93,6 +93,20 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _path(what: str):
+    """An argparse type: a path, not empty (an empty --out would be the current folder; an empty
+    --save-baseline or --script was dropped without a word)."""
+    def parse(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(f"an empty path: give {what}")
+        return text
+    parse.__name__ = "path"
+    return parse
+
+
+_FOLDER = _path("a folder name, e.g. --out report")
+
+
 def _known(kind: str):
     """The names of `kind` a user may type, imported only when such a name is given."""
     if kind == "op":
@@ -213,7 +227,7 @@ def _run_parser(sub) -> None:
                "normdiff run --suite smoke -i numpy -i torch --out report")
     run.add_argument("--suite", default="default", type=_name("suite"),
                      help="suite name (normdiff list suites) or path to a .toml file")
-    run.add_argument("--out", default="normdiff-report", help="report folder (default: %(default)s)")
+    run.add_argument("--out", default="normdiff-report", type=_FOLDER, help="report folder (default: %(default)s)")
     run.add_argument("--implementation", "-i", action="append", dest="implementations", metavar="NAME",
                      type=_name("implementation"), help="run only this implementation (repeatable)")
     _timeout_options(run)
@@ -222,10 +236,10 @@ def _run_parser(sub) -> None:
     run.add_argument("--dask", metavar="ADDRESS", help="shard the run over a Dask cluster: its scheduler's "
                      "address (tcp://HOST:8786), or 'local' for one on this machine (README: campaigns on a "
                      "Dask cluster; needs `pip install 'normdiff[dask]'`)")
-    run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
-                                                             "regression baseline (JSON)")
-    run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
-                                                        "2 when FILE is unusable")
+    run.add_argument("--save-baseline", metavar="FILE", type=_path("a file name, e.g. --save-baseline base.json"),
+                     help="save this run's outcomes and errors as a regression baseline (JSON)")
+    run.add_argument("--baseline", metavar="FILE", type=_path("the file --save-baseline wrote"),
+                     help="compare with a saved baseline; exit 1 on a regression, 2 when FILE is unusable")
     run.add_argument("--full", action="store_true",
                      help="also run the runtimes of the full tier (keras, tinygrad, torch.compile, an HF export "
                           "through onnxruntime), whose imports and compilations would more than double the "
@@ -259,8 +273,8 @@ def _repro_parser(sub) -> None:
     repro.add_argument("--convention", type=_name("convention"),
                        help="the case's convention (optional: the case id says it)")
     _user_code_options(repro)
-    repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
-                                                           "replays it without normdiff's runner")
+    repro.add_argument("--script", metavar="FILE.py", type=_path("a file name, e.g. --script replay.py"),
+                       help="also write a self-contained Python script that replays it without normdiff's runner")
     repro.add_argument("--timeout", type=_seconds, default=60.0, help="seconds the call may take (default: %(default)s)")
     _pass_option(repro)
     _json_option(repro)
@@ -286,8 +300,8 @@ def _check_parser(sub) -> None:
     _case_filters(check)
     _timeout_options(check)
     _pass_option(check)
-    check.add_argument("--out", metavar="DIR", help="also write the report folder run writes (results.csv, "
-                                                    "summary.md, report.html, junit.xml)")
+    check.add_argument("--out", metavar="DIR", type=_FOLDER, help="also write the report folder run writes "
+                                                                  "(results.csv, summary.md, report.html, junit.xml)")
     _json_option(check)
 
 
@@ -305,7 +319,8 @@ def _explain_parser(sub) -> None:
     explain.add_argument("bug", nargs="?", type=_name("bug"), help="bug id (normdiff list bugs)")
     explain.add_argument("--suite", default="default", type=_name("suite"),
                          help="suite whose cases are run (default: %(default)s)")
-    explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
+    explain.add_argument("--plot", metavar="FILE.png", type=_path("a file name, e.g. --plot bug.png"),
+                         help="also draw the error against the input regime")
     _pass_option(explain, command=False)
     _json_option(explain)
 
