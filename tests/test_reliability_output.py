@@ -61,15 +61,17 @@ LIMITED = ("import os, resource, signal, sys\n"
            "os.execv(sys.argv[2], sys.argv[2:])\n")
 
 # Inside a private mount namespace: a tmpfs at MNT, the earlier command (its output dropped), the
-# tmpfs shrunk to what it holds plus a little, the command itself; then what MNT holds is copied
+# tmpfs shrunk to what it holds plus `free` bytes, the command itself; then what MNT holds is copied
 # out (it vanishes with the namespace) and the command's exit status is passed on.
 IN_TMPFS = """import json, os, subprocess, sys
 spec = json.loads(sys.argv[1])
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + spec["size"], "tmpfs", spec["mnt"]], check=True)
 if spec["before"]:
     subprocess.run(spec["before"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-if spec["shrink"]:
-    subprocess.run(["mount", "-o", "remount,size=" + spec["shrink"], spec["mnt"]], check=True)
+if spec["free"]:
+    held = os.statvfs(spec["mnt"])
+    size = (held.f_blocks - held.f_bfree) * held.f_frsize + spec["free"]
+    subprocess.run(["mount", "-o", f"remount,size={size}", spec["mnt"]], check=True)
 code = subprocess.run(spec["main"]).returncode
 subprocess.run(["cp", "-a", spec["mnt"] + "/.", spec["snapshot"]], check=True)
 sys.exit(code)
@@ -102,7 +104,7 @@ class Fault:
     then: Callable | None = None  # (work folder, stdout, stderr) -> None
     fsize: int = 0  # the file-size limit, bytes (0: none)
     tmpfs: str = ""  # the size of a tmpfs mounted at {w}/mnt for the command ("": none)
-    shrink: str = ""  # the tmpfs' size once `before` has run
+    free: int = 0  # bytes left free on the tmpfs once `before` has run (0: as it is)
     before: list[str] | None = None  # a command run first without the fault (an earlier report)
     env: dict = field(default_factory=dict)  # changes to the environment ({w} filled; None: removed)
     setup: Callable | None = None  # (work folder) -> None, after the files are written
@@ -226,7 +228,7 @@ FAULTS = [
           then=new_report_in("snapshot")),
     Fault("mount-point-enospc-earlier-kept", ["run", "--suite", "wide.toml", "-i", "numpy", "--out", "mnt", "-q"], 2,
           r"^normdiff: error: --out mnt: cannot write [\w./]+ \(No space left on device, ENOSPC\); free some space or "
-          r"give another --out; mnt is as it was", files=WIDE, tmpfs="1m", shrink="200k",
+          r"give another --out; mnt is as it was", files=WIDE, tmpfs="1m", free=40_000,
           before=["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "mnt", "-q"],
           then=earlier_report_kept("snapshot")),
     Fault("erofs-mid-run", ["run", "--suite", "tiny.toml", "-i", "numpy", "--out", "mnt/out", "-q", "--target",
@@ -277,7 +279,7 @@ def _command(fault: Fault, work: Path) -> list[str]:
         return main
     (work / "mnt").mkdir()
     (work / "snapshot").mkdir()
-    spec = {"mnt": str(work / "mnt"), "size": fault.tmpfs, "shrink": fault.shrink, "main": main,
+    spec = {"mnt": str(work / "mnt"), "size": fault.tmpfs, "free": fault.free, "main": main,
             "before": program + fault.before if fault.before else None, "snapshot": str(work / "snapshot")}
     return ["unshare", "-m", sys.executable, "-c", IN_TMPFS, json.dumps(spec)]
 
