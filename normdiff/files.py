@@ -4,6 +4,7 @@ Pure: imports nothing from normdiff.
 """
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -15,7 +16,10 @@ def atomic_write(path: str | os.PathLike, data, durable: bool = True) -> Path:
     and moved into place with os.replace. The temporary file is removed if anything fails.
     `durable` False skips the fsyncs: for a cache, whose torn or lost file is only made again."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _naming(exc, path, None)
     try:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide a report from its readers
         if isinstance(data, bytes):
@@ -32,15 +36,50 @@ def atomic_write(path: str | os.PathLike, data, durable: bool = True) -> Path:
                 if durable:
                     os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise _naming(exc, path, tmp)
         raise
     if durable:
         _sync_folder(path.parent)
     return path
+
+
+def _naming(exc: OSError, path: Path, tmp: str | None) -> OSError:
+    """`exc` naming the file that was being written rather than its temporary name (a write that
+    fails for lack of space names no file at all), so that whoever reports it names the right file."""
+    if exc.errno is None or not (exc.filename is None or exc.filename == tmp
+                                 or (tmp is None and Path(exc.filename).parent == path.parent)):
+        return exc  # not the system's, or already naming another file: as it is
+    return OSError(exc.errno, exc.strerror, str(path))  # of its subclass: FileNotFoundError, ...
+
+
+# The first fix to try when the machine refuses a write, by its errno; "{elsewhere}" is where else to
+# write ("give another --out"). A file over the size limit is over it anywhere.
+_FIXES = {
+    errno.ENOSPC: "free some space or {elsewhere}",
+    errno.EDQUOT: "free some space within your disk quota or {elsewhere}",
+    errno.EFBIG: "raise the file-size limit (ulimit -f)",
+    errno.EACCES: "get write permission there or {elsewhere}",
+    errno.EPERM: "get write permission there or {elsewhere}",
+    errno.EIO: "check the device or {elsewhere}",
+}
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether `exc` is the operating system refusing a write (it carries an errno), not a bug."""
+    return isinstance(exc, OSError) and exc.errno is not None
+
+
+def why_refused(exc: OSError, elsewhere: str) -> tuple[str, str]:
+    """The reason as the system words it (and the errno's name: what a search finds), and the fix."""
+    name = errno.errorcode.get(exc.errno, str(exc.errno))
+    return (f"{exc.strerror or os.strerror(exc.errno)}, {name}",
+            _FIXES.get(exc.errno, "{elsewhere}").format(elsewhere=elsewhere))
 
 
 def _sync_folder(folder: Path) -> None:

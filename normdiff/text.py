@@ -104,3 +104,35 @@ def printable(text, newlines: bool = True) -> str:
     text = str(text)
     keep = "\n\t" if newlines else ""
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else visible(m.group()), text)
+
+
+_ESCAPE = "normdiff.escape"
+
+
+def unbreakable_streams() -> None:
+    r"""Let stdout and stderr print any text: a character their encoding lacks (ASCII under LANG=C
+    with PYTHONUTF8=0, PYTHONIOENCODING=ascii) is written as its backslash escape ('é' as '\xe9',
+    as Python writes it in a string) instead of raising UnicodeEncodeError; a byte that came
+    undecoded from a file name (surrogateescape) is written as that byte, as before."""
+    import codecs
+    import sys
+
+    try:
+        codecs.lookup_error(_ESCAPE)
+    except LookupError:
+        codecs.register_error(_ESCAPE, _escape)
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) in ("strict", "surrogateescape") and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors=_ESCAPE)
+            except (ValueError, OSError):  # a stream already closed, or not a text file underneath
+                pass
+
+
+def _escape(exc: UnicodeError):
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    char = exc.object[exc.start]
+    if "\udc80" <= char <= "\udcff":  # surrogateescape's stand-in for an undecodable byte
+        return bytes([ord(char) - 0xDC00]), exc.start + 1
+    return char.encode("ascii", "backslashreplace").decode("ascii"), exc.start + 1

@@ -46,6 +46,7 @@ from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.outcomes import NOT_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import verdict
 from normdiff.harness.engine.columns import C
+from normdiff.reports.folder import writing
 from normdiff.reports.markup import markdown_table, md_code, md_text
 from normdiff import wording
 from normdiff.text import number, printable
@@ -155,11 +156,9 @@ def save(report, path: str | os.PathLike) -> Path:
             doc["meta"]["created"] = old["meta"]["created"]
     except (OSError, ValueError):
         pass
-    try:
+    with writing(path, "--save-baseline"):  # refused (a full disk): an OutputError, the old file kept
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, _lines(doc))
-    except OSError as exc:
-        raise BaselineError(f"cannot write the baseline {path}: {exc}") from None
     return path
 
 

@@ -11,7 +11,15 @@ gives a fresh private folder to write the report into, then puts it in place:
     one --out each stage their own folder: the last to finish wins, whole;
   * a folder that also holds other files (`--out .`, a folder of your own): the report's files
     are moved in one by one (each an atomic rename), the earlier run's files that this run did not
-    write again are removed, others' files are kept, and the manifest is written last.
+    write again are removed, others' files are kept, and the manifest is moved in last;
+  * a mount point (a container's volume), which cannot be renamed: the same, file by file, with
+    the staging folder inside it (a bind mount os.path.ismount misses is found when its rename
+    fails with EBUSY, and merged the same way).
+
+Everything is written into the staging folder before anything at `path` changes, so a write the
+machine refuses (a full disk, a file-size limit, a read-only file system) leaves `path` as it was
+and raises an OutputError naming the file, the reason and the fix (`writing` does the same for
+one file: a --script, a --plot, a --save-baseline).
 
 The manifest (.normdiff-manifest.json) lists the files a run wrote, and says whether the run was
 complete. Staging folders are made by mkdtemp (a unique name, created exclusively, so nothing
@@ -22,17 +30,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
 from normdiff import __version__, processes
-from normdiff.files import atomic_write, umask
+from normdiff.files import atomic_write, refused, umask, why_refused
 from normdiff.harness.data import inputs
-from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.errors import OutputError, UsageError
 
 MANIFEST = ".normdiff-manifest.json"
 _STAGE_SUFFIX = ".normdiff-staging"
@@ -140,10 +150,11 @@ def _owned(path: Path) -> set[str]:
 
 def _in_place(path: Path) -> bool:
     """Whether an existing folder must be updated file by file: it holds files no run of ours
-    wrote, or it is the current folder or one above it (renaming it would move the user's shell)."""
+    wrote, it is the current folder or one above it (renaming it would move the user's shell), or
+    it is a mount point (which cannot be renamed)."""
     cwd = Path.cwd().resolve()
-    if path.resolve() == cwd or path.resolve() in cwd.parents:
-        return True
+    if path.resolve() == cwd or path.resolve() in cwd.parents or os.path.ismount(path):
+        return True  # renaming a mount point fails (EBUSY)
     owned = _owned(path) | {MANIFEST}
     for root, dirs, files in os.walk(path):
         rel = Path(root).relative_to(path)
@@ -156,49 +167,148 @@ def _in_place(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def staged(path, incomplete: str | None = None):
+def staged(path, incomplete: str | None = None, what: str = "--out"):
     """Yield a fresh folder to write a report into; on success put it in place at `path` (see the
     module's text) with its manifest. On any exception or interrupt the staging folder is removed
-    and `path` is as it was."""
+    and `path` is as it was; a write the machine refuses is an OutputError (`what` is the option
+    named in it)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    inplace = path.exists() and _in_place(path)
-    # beside the folder, or inside it when it is updated in place: on the same file system either
-    # way, so that every move is a rename
-    where, prefix = path if inplace else path.parent, f".{path.name or 'report'}."
-    processes.remove_orphaned(str(where), prefix, _STAGE_SUFFIX)  # a SIGKILLed run's
-    stage = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGE_SUFFIX, dir=where))
+    state = _before(path)
+    missing = [folder for folder in path.parents if not folder.exists()]
+    where = path.parent
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        inplace = path.exists() and _in_place(path)
+        # beside the folder, or inside it when it is updated in place: on the same file system
+        # either way, so that every move is a rename
+        where, prefix = path if inplace else path.parent, f".{path.name or 'report'}."
+        processes.remove_orphaned(str(where), prefix, _STAGE_SUFFIX)  # a SIGKILLed run's
+        stage = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGE_SUFFIX, dir=where))
+    except OSError as exc:
+        if not refused(exc):
+            raise
+        _remove_empty(missing)
+        raise _failed(what, path, f"in {where}", exc, state) from None
+    moving = _Moving(path)
     try:
         os.chmod(stage, 0o777 & ~umask())  # mkdtemp's 0700 would become the report folder's mode
         yield stage
         files = sorted(str(p.relative_to(stage)) for p in stage.rglob("*") if p.is_file())
-        manifest = json.dumps({"normdiff": __version__, "files": files, "complete": incomplete is None,
-                               "incomplete": incomplete}, indent=2) + "\n"
+        atomic_write(stage / MANIFEST, json.dumps({"normdiff": __version__, "files": files,
+                                                   "complete": incomplete is None, "incomplete": incomplete},
+                                                  indent=2) + "\n")
         # decided again now: the folder may have appeared, or gained someone's file, meanwhile
         if path.exists() and (inplace or _in_place(path)):
-            _merge(stage, path, files, manifest)
+            _merge(stage, path, files, moving)
         else:
-            atomic_write(stage / MANIFEST, manifest)
-            _replace(stage, path)
+            try:
+                _replace(stage, path)
+            except OSError as exc:  # a bind mount ismount misses; another file system
+                if exc.errno not in (errno.EBUSY, errno.EXDEV) or not path.is_dir():
+                    raise
+                _merge(stage, path, files, moving)
+    except OSError as exc:
+        if not refused(exc):
+            raise
+        shutil.rmtree(stage, ignore_errors=True)  # first: it may be in a folder made for the report
+        if not moving.state:
+            _remove_empty(missing)
+        raise _failed(what, path, _shown(exc.filename, stage, path), exc, moving.state or state) from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _merge(stage: Path, path: Path, files: list[str], manifest: str) -> None:
-    """Move the new files into a folder that holds others' files too."""
+def _before(path: Path) -> str:
+    """What a refused write leaves at `path`: what was there."""
+    try:
+        return f"{path} is as it was" if path.exists() else "nothing was written"
+    except OSError:
+        return f"{path} is as it was"
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders made for a report that was not written (innermost first), if empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _failed(what: str, path: Path, shown: str, exc: OSError, state: str) -> OutputError:
+    reason, fix = why_refused(exc, f"give another {what}")
+    return OutputError(f"{what} {path}: cannot write {shown} ({reason}); {fix}; {state}")
+
+
+@contextlib.contextmanager
+def writing(path, what: str):
+    """Around the writing of one file the user named (`what`: --script, --plot, --save-baseline):
+    a write the machine refuses is an OutputError naming it, the reason and the fix. Written with
+    atomic_write, an earlier file stays as it was."""
+    path = Path(path)
+    state = f"{path} is as it was" if path.exists() else "nothing was written"
+    try:
+        yield path
+    except OSError as exc:
+        if not refused(exc):
+            raise
+        reason, fix = why_refused(exc, f"give another {what}")
+        shown = "it" if exc.filename in (None, str(path)) else exc.filename
+        raise OutputError(f"{what} {path}: cannot write {shown} ({reason}); {fix}; {state}") from None
+
+
+def _shown(filename, stage: Path, path: Path) -> str:
+    """The file a refused write was for, as the report names it (inside the folder)."""
+    if filename is None:
+        return "the report"
+    for root in (stage, path):
+        try:
+            rel = Path(filename).relative_to(root)
+        except ValueError:
+            continue
+        return str(rel) if rel.parts else str(path)
+    return str(filename)
+
+
+class _Moving:
+    """How far a merge got: what a failure in it leaves at `path`."""
+
+    def __init__(self, path: Path):
+        self.path, self.state = path, ""
+
+    def moved(self, done: int, total: int) -> None:
+        self.state = (f"{done} of this run's {total} files were moved into {self.path} before it failed, beside the "
+                      "earlier run's files they did not replace, and no manifest")
+
+
+def _merge(stage: Path, path: Path, files: list[str], moving: _Moving) -> None:
+    """Move the new files (already written, with their manifest, in `stage`) into a folder that
+    holds others' files too: renames only (or copies, across file systems), the manifest last."""
     old = _owned(path)
     (path / MANIFEST).unlink(missing_ok=True)  # until the last file is in, the folder claims nothing
-    for name in files:
+    moving.moved(0, len(files))
+    for i, name in enumerate(files):
         target = path / name
         if _through_link(path, target):
             continue  # a linked subfolder leads outside: its files stay in report.html only
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(stage / name, target)  # a planted link at `target` is replaced, not followed
+        _move(stage / name, target)  # a planted link at `target` is replaced, not followed
+        moving.moved(i + 1, len(files))
     for name in sorted(old - set(files) - {MANIFEST}):
         target = path / name
         if not _through_link(path, target) and not target.is_symlink() and target.is_file():
             target.unlink()
-    atomic_write(path / MANIFEST, manifest)
+    _move(stage / MANIFEST, path / MANIFEST)
+
+
+def _move(source: Path, target: Path) -> None:
+    """Rename `source` to `target`; across file systems (EXDEV), an atomic copy."""
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        atomic_write(target, source.read_bytes())
 
 
 def _through_link(root: Path, target: Path) -> bool:
@@ -218,11 +328,13 @@ def _replace(stage: Path, path: Path) -> None:
     if path.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".normdiff-old", dir=path.parent))
         os.rmdir(old)
-        os.rename(path, old)
+        os.rename(path, old)  # a mount point: EBUSY, and nothing moved
         try:
             os.rename(stage, path)
-        finally:
-            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            os.rename(old, path)  # the earlier report back in place
+            raise
+        shutil.rmtree(old, ignore_errors=True)
         return
     try:
         os.rename(stage, path)

@@ -78,6 +78,7 @@ def page_and_plots(report, plots_on: bool | None = None) -> tuple[str, dict[str,
     with contextlib.ExitStack() as drawing:
         page = markup.Page(plots_on, start=lambda draw, data: drawing.enter_context(processes.forked(draw, data, None)))
         if page.on:
+            drawing.enter_context(plots.settings_folder())  # left last, once every drawing child is done
             plots.load()  # once, before the children fork: each would import it again
         text = _page(report, page)
         return page.finish(text), page.drawn

@@ -11,12 +11,18 @@ around them.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 
+from normdiff import processes
 from normdiff.files import atomic_write
 from normdiff.harness.data.errors import UsageError
+from normdiff.reports.folder import writing
 from normdiff.text import general, share
 
 BF16_FLOOR = 2.0e-3  # rel_l2 of a correct bf16 pipeline (CATALOGUE.md: 1.7e-3 to 2.3e-3)
@@ -41,6 +47,57 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
+_SETTINGS_PREFIX = "normdiff-matplotlib-"
+
+
+@contextlib.contextmanager
+def settings_folder():
+    """Around drawing: matplotlib's own config and cache folders when they can be written (its font
+    cache, kept between runs), else a temporary one, removed at the end (HOME read-only or missing:
+    matplotlib would make one itself, warn on stderr despite -q, and leave it in TMPDIR when a forked
+    child draws). Nothing to do once matplotlib is imported: it has chosen its folders."""
+    if os.environ.get("MPLCONFIGDIR") or "matplotlib" in sys.modules or _defaults_writable():
+        yield
+        return
+    import shutil
+    import tempfile
+
+    processes.remove_orphaned(tempfile.gettempdir(), _SETTINGS_PREFIX)  # a SIGKILLed run's
+    try:
+        folder = tempfile.mkdtemp(prefix=f"{_SETTINGS_PREFIX}{os.getpid()}-")
+    except OSError:  # no temporary folder either: matplotlib says so itself
+        yield
+        return
+    before = os.environ.get("MPLCONFIGDIR")
+    os.environ["MPLCONFIGDIR"] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MPLCONFIGDIR", None)
+        else:
+            os.environ["MPLCONFIGDIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _defaults_writable() -> bool:
+    """Whether matplotlib's default config and cache folders can be made and written (its own test,
+    matplotlib.get_configdir, without importing it)."""
+    try:
+        if sys.platform.startswith(("linux", "freebsd")):
+            folders = [Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config", "matplotlib"),
+                       Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "matplotlib")]
+        else:
+            folders = [Path.home() / ".matplotlib"]
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (folder.is_dir() and os.access(folder, os.W_OK)):
+                return False
+    except (OSError, RuntimeError):  # RuntimeError: no home folder at all
+        return False
+    return True
+
+
 def _colormap(name: str):
     import matplotlib
 
@@ -50,6 +107,11 @@ def _colormap(name: str):
 def plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
     """A bug's error against the input regime: `sweep` ({label: (input rms values, rel_l2 values)})
     for bugs that tiny inputs expose, otherwise `per_regime` (regime -> (worst rel_l2, caught))."""
+    with settings_folder():
+        return _plot_bug(title, sweep, per_regime, path)
+
+
+def _plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
     fig = _figure((7, 4.2), 110)
     ax = fig.add_subplot()
     if sweep:
@@ -244,5 +306,6 @@ def _finish(fig, path) -> bytes:
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 3})
     data = buf.getvalue()
     if path is not None:
-        atomic_write(path, data)
+        with writing(path, "--plot"):  # refused (a full disk): an OutputError, an earlier plot kept
+            atomic_write(path, data)
     return data

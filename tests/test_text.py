@@ -130,3 +130,22 @@ def test_the_scan_sees_each_kind_of_spec(tmp_path, monkeypatch):
         'a = f"{x:.3g} {y:>10.4g} {z:.0%} {w:d} {v:<12}"\nb = format(x, ".2f")\nc = "%.1f s" % x\n')
     monkeypatch.setattr(sys.modules[__name__], "ROOT", root)
     assert float_specs() == {("reports/planted.py", s): 1 for s in (".3g", ">10.4g", ".0%", ".2f", ".1f")}
+
+
+def test_unbreakable_streams_escape_what_the_encoding_lacks_and_keep_undecodable_bytes(monkeypatch):
+    """LANG=C without UTF-8 mode: stdout is ASCII. 'é' prints as its escape, never raising; a byte
+    that came undecoded from a file name (surrogateescape's U+DC80..U+DCFF) prints as that byte."""
+    import io
+    import sys
+
+    from normdiff import text
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="surrogateescape")  # LANG=C's
+    err = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")  # PYTHONIOENCODING=ascii's
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    text.unbreakable_streams()
+    print("naïve — \udcff", file=out, flush=True)
+    print("✓ ok", file=err, flush=True)
+    assert out.buffer.getvalue() == b"na\\xefve \\u2014 \xff\n"
+    assert err.buffer.getvalue() == b"\\u2713 ok\n"

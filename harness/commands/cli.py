@@ -1,7 +1,9 @@
 """The `normdiff` command line. Exit codes: 0 all agree, 1 a non-mutant implementation disagrees
 (or, with --baseline, a regression since the baseline), 2 usage error (unknown suite, op,
 convention or implementation; malformed suite file; unusable baseline file; for `check`, a target
-that cannot run at all), 3 for `check` a partial result (everything that ran agrees, some cases
+that cannot run at all; a file or report the machine refused to write, a full disk: for `run` always,
+the summary still printed, for a file `check`, `repro` or `explain` writes besides their answer
+instead of 0), 3 for `check` a partial result (everything that ran agrees, some cases
 could not run; without --convention: no convention agrees on every case, some on every case that
 ran), and for `check` without --convention 0 when it agrees with a convention and 1 when with none,
 70 an internal error (a bug in normdiff: the traceback is printed so that it can be
@@ -21,10 +23,10 @@ import traceback
 
 from normdiff import __version__, interrupts, processes
 from normdiff.harness.data import inputs, names
-from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.errors import OutputError, UsageError
 from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import user_frameworks
-from normdiff.text import general, printable, seconds
+from normdiff.text import general, printable, seconds, unbreakable_streams
 
 USAGE_ERROR = 2
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h)
@@ -94,6 +96,20 @@ def _seconds(text: str) -> float:
     if value > inputs.MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"{text!r}: give at most {inputs.MAX_SECONDS} seconds (one day)")
     return value
+
+
+def _path(what: str):
+    """An argparse type: a path, not empty (an empty --out would be the current folder; an empty
+    --save-baseline or --script was dropped without a word)."""
+    def parse(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(f"an empty path: give {what}")
+        return text
+    parse.__name__ = "path"
+    return parse
+
+
+_FOLDER = _path("a folder name, e.g. --out report")
 
 
 def _known(kind: str):
@@ -216,7 +232,7 @@ def _run_parser(sub) -> None:
                "normdiff run --suite smoke -i numpy -i torch --out report")
     run.add_argument("--suite", default="default", type=_name("suite"),
                      help="suite name (normdiff list suites) or path to a .toml file")
-    run.add_argument("--out", default="normdiff-report", help="report folder (default: %(default)s)")
+    run.add_argument("--out", default="normdiff-report", type=_FOLDER, help="report folder (default: %(default)s)")
     run.add_argument("--implementation", "-i", action="append", dest="implementations", metavar="NAME",
                      type=_name("implementation"), help="run only this implementation (repeatable)")
     _timeout_options(run)
@@ -225,10 +241,10 @@ def _run_parser(sub) -> None:
     run.add_argument("--dask", metavar="ADDRESS", help="shard the run over a Dask cluster: its scheduler's "
                      "address (tcp://HOST:8786), or 'local' for one on this machine (docs/dask.md; needs "
                      "`pip install 'normdiff[dask]'`)")
-    run.add_argument("--save-baseline", metavar="FILE", help="save this run's outcomes and errors as a "
-                                                             "regression baseline (JSON)")
-    run.add_argument("--baseline", metavar="FILE", help="compare with a saved baseline; exit 1 on a regression, "
-                                                        "2 when FILE is unusable")
+    run.add_argument("--save-baseline", metavar="FILE", type=_path("a file name, e.g. --save-baseline base.json"),
+                     help="save this run's outcomes and errors as a regression baseline (JSON)")
+    run.add_argument("--baseline", metavar="FILE", type=_path("the file --save-baseline wrote"),
+                     help="compare with a saved baseline; exit 1 on a regression, 2 when FILE is unusable")
     run.add_argument("--full", action="store_true",
                      help="also run the runtimes of the full tier (keras, tinygrad, torch.compile, an HF export "
                           "through onnxruntime), whose imports and compilations would more than double the "
@@ -262,8 +278,8 @@ def _repro_parser(sub) -> None:
     repro.add_argument("--convention", type=_name("convention"),
                        help="the case's convention (optional: the case id says it)")
     _user_code_options(repro)
-    repro.add_argument("--script", metavar="FILE.py", help="also write a self-contained Python script that "
-                                                           "replays it without normdiff's runner")
+    repro.add_argument("--script", metavar="FILE.py", type=_path("a file name, e.g. --script replay.py"),
+                       help="also write a self-contained Python script that replays it without normdiff's runner")
     repro.add_argument("--timeout", type=_seconds, default=60.0, help="seconds the call may take (default: %(default)s)")
     _pass_option(repro)
     _json_option(repro)
@@ -291,8 +307,8 @@ def _check_parser(sub) -> None:
     _case_filters(check)
     _timeout_options(check)
     _pass_option(check)
-    check.add_argument("--out", metavar="DIR", help="also write the report folder run writes (results.csv, "
-                                                    "summary.md, report.html, junit.xml)")
+    check.add_argument("--out", metavar="DIR", type=_FOLDER, help="also write the report folder run writes "
+                                                                  "(results.csv, summary.md, report.html, junit.xml)")
     _json_option(check)
 
 
@@ -310,7 +326,8 @@ def _explain_parser(sub) -> None:
     explain.add_argument("bug", nargs="?", type=_name("bug"), help="bug id (normdiff list bugs)")
     explain.add_argument("--suite", default="default", type=_name("suite"),
                          help="suite whose cases are run (default: %(default)s)")
-    explain.add_argument("--plot", metavar="FILE.png", help="also draw the error against the input regime")
+    explain.add_argument("--plot", metavar="FILE.png", type=_path("a file name, e.g. --plot bug.png"),
+                         help="also draw the error against the input regime")
     _pass_option(explain, command=False)
     _json_option(explain)
 
@@ -336,6 +353,7 @@ def _list_parser(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `normdiff list bugs | head` ends quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    unbreakable_streams()  # a name in any script prints under LANG=C too
     try:
         with interrupts.handled():
             args = _parser().parse_args(argv)
@@ -353,7 +371,10 @@ def main(argv: list[str] | None = None) -> int:
                 if own_process:
                     processes.kill_descendants()
     except UsageError as exc:  # unknown names and malformed suites: the message says what to fix
-        _usage_error(exc, "--json" in (sys.argv[1:] if argv is None else argv))
+        as_json = "--json" in (sys.argv[1:] if argv is None else argv)
+        if getattr(exc, "kept", "") and not as_json:  # what was computed before a file was refused
+            print(exc.kept)
+        _usage_error(exc, as_json)
         return USAGE_ERROR
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: one line, the shell's exit status
         stop = interrupts.as_interrupted(exc)
@@ -390,6 +411,9 @@ def _partial(stop: interrupts.Interrupted, out) -> None:
     except KeyboardInterrupt:
         stop.said = f"stopped again while writing; {out} is as it was"
         return
+    except OutputError as exc:  # a full disk: the stop is still what is reported (its exit status)
+        stop.said = f"the partial results could not be written: {printable(exc, newlines=False)}"
+        return
     stop.said = f"partial results ({stop.partial.meta['incomplete']}) written to {written}/, marked incomplete"
 
 
@@ -421,24 +445,44 @@ def _run(args) -> int:
     from normdiff.reports import render
 
     comparison = baseline.attach(report, base) if base is not None else None
-    out = render.write(report, args.out)
+    # the report folder is what a run is for: a write the machine refuses (a full disk) exits 2,
+    # after the baseline is saved all the same and the summary is printed (README: Under faults)
+    lost, out, saved = [], None, None
+    try:
+        out = render.write(report, args.out)
+    except OutputError as exc:
+        lost.append(exc)
     if args.save_baseline:
-        baseline.save(report, args.save_baseline)
+        try:
+            saved = baseline.save(report, args.save_baseline)
+        except OutputError as exc:
+            lost.append(exc)
+    code = USAGE_ERROR if lost else report.meta["exit_code"]
     if args.json:
-        print(json.dumps(_jsonable({"exit_code": report.meta["exit_code"], "cases": report.meta["cases"],
-                                    "seconds": report.meta["seconds"], "report": str(out),
-                                    "baseline_saved": args.save_baseline,
+        print(json.dumps(_jsonable({"exit_code": code, "cases": report.meta["cases"],
+                                    "seconds": report.meta["seconds"], "report": str(out) if out else None,
+                                    "baseline_saved": str(saved) if saved else None,
                                     "baseline_exit_code": comparison.exit_code if comparison is not None else None,
+                                    **({"error": "; ".join(map(str, lost)), "run_exit_code": report.meta["exit_code"]}
+                                       if lost else {}),
                                     "summary": report.summary.to_dict("records")}), default=_json_default))
-    elif not args.quiet:
+        return code
+    if not args.quiet:
         print(render.terminal(report))
         if comparison is not None:
             print(comparison.terminal())
-        print(f"{report.meta['cases']} cases in {seconds(report.meta['seconds'])}; report written to {out}/"
-              + (f"; baseline saved to {args.save_baseline}" if args.save_baseline else ""))
+        print(f"{report.meta['cases']} cases in {seconds(report.meta['seconds'])}"
+              + (f"; report written to {out}/" if out else "") + (f"; baseline saved to {saved}" if saved else ""))
     elif comparison is not None and (comparison.warnings or comparison.exit_code):
         print(comparison.terminal(), file=sys.stderr)
-    return report.meta["exit_code"]
+    for exc in lost:
+        _refused(exc, f"; the run's own exit status: {report.meta['exit_code']}")
+    return code
+
+
+def _refused(exc: OutputError, then: str = "") -> None:
+    """A file the machine refused to write, in one line on stderr after everything else."""
+    print(f"normdiff: error: {printable(exc, newlines=False)}{then}", file=sys.stderr)
 
 
 def _with_implementations(withs: list[dict], timeout: float, command_passes=("forward",)) -> list:
@@ -483,16 +527,32 @@ def _repro(args) -> int:
     if not args.implementation:
         impl = usercode.user_code_implementation(vars(args), case.op, case.convention, args.timeout, passes=(case.pass_,))
     replay = repro.replay(case, impl, timeout=args.timeout)
-    path = repro.write_script(case, impl, args.script, replay) if args.script else None
+    path = lost = None
+    if args.script:
+        try:
+            path = repro.write_script(case, impl, args.script, replay)
+        except OutputError as exc:  # the replay is printed; its status stands, but never 0
+            lost = exc
+    code = _with_lost(replay.exit_code, lost)
     if args.json:
-        print(json.dumps(_jsonable({"case": case.id, "implementation": impl.name, "exit_code": replay.exit_code,
-                                    "row": replay.row, "script": str(path) if path else None}),
+        print(json.dumps(_jsonable({"case": case.id, "implementation": impl.name, "exit_code": code,
+                                    "row": replay.row, "script": str(path) if path else None,
+                                    **({"error": str(lost)} if lost else {})}),
                          default=_json_default))
-        return replay.exit_code
+        return code
     print(repro.describe(replay))
     if path:
         print(f"\nscript written to {path}; run it with: python {path}")
-    return replay.exit_code
+    if lost:
+        _refused(lost)
+    return code
+
+
+def _with_lost(code: int, lost: OutputError | None) -> int:
+    """The exit status of a command whose own answer was printed but whose file (--script, check's
+    --out, --plot) the machine refused: its own status when that reports something (1, 3), else 2,
+    so that 0 never hides a file that is missing."""
+    return USAGE_ERROR if lost is not None and code == 0 else code
 
 
 def _check(args) -> int:
@@ -504,7 +564,7 @@ def _check(args) -> int:
         raise UsageError("give the target once: as TARGET or as --target TARGET")
     args.target = args.target or args.target_flag
     target = args.target or args.command
-    written = None
+    written = lost = None
     if args.out:
         from normdiff.reports import folder
 
@@ -531,16 +591,23 @@ def _check(args) -> int:
         if args.out:
             from normdiff.reports import render
 
-            written = render.write(result.report, args.out)
+            try:
+                written = render.write(result.report, args.out)
+            except OutputError as exc:  # the verdict is printed; its status stands, but never 0
+                lost = exc
     except usercode.TargetError as exc:
         result = _target_error(args, str(target), str(exc))
+    code = _with_lost(result.exit_code, lost)
     if args.json:
-        print(json.dumps({**result.as_dict(), "report": str(written) if written else None}, default=_json_default))
-    else:
-        print(identify.describe(result) if args.convention is None else check.describe(result, target or ""))
-        if written:
-            print(f"  report written to {written}/")
-    return result.exit_code
+        print(json.dumps({**result.as_dict(), "report": str(written) if written else None,
+                          **({"exit_code": code, "error": str(lost)} if lost else {})}, default=_json_default))
+        return code
+    print(identify.describe(result) if args.convention is None else check.describe(result, target or ""))
+    if written:
+        print(f"  report written to {written}/")
+    if lost:
+        _refused(lost)
+    return code
 
 
 def _target_error(args, target: str, message: str):
@@ -786,7 +853,14 @@ def _explain(args) -> int:
 
         folder.check_file(args.plot, "--plot")
 
-    text = explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table()
+    try:
+        text = explain.explain(args.bug, args.suite, args.plot, passes=args.passes) if args.bug else explain.bug_table()
+    except OutputError as exc:  # the plot was refused: the explanation is printed, exit 2
+        if not args.json:
+            raise  # main prints what was kept, then the line
+        print(json.dumps({"bug": args.bug, "text": exc.kept, "plot": None, "error": str(exc),
+                          "exit_code": USAGE_ERROR}))
+        return USAGE_ERROR
     print(json.dumps({"bug": args.bug, "text": text, "plot": args.plot}) if args.json else text)
     return 0
 

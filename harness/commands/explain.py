@@ -14,7 +14,7 @@ from normdiff.cases.suites import Suite
 from normdiff.harness import api
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS, BackwardBug
 from normdiff.harness.data.bugs import BUGS, Bug, get_bug
-from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.errors import OutputError, UsageError
 from normdiff.harness.data.outcomes import DISAGREEING, PASSING
 from normdiff.harness.engine.columns import C
 from normdiff.implementations import registry
@@ -81,7 +81,11 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None, passes
         from normdiff.reports.plots import plot_bug
 
         sweep = rms_sweep(bug, report.cases) if "tiny_rms" in bug.exposing_regimes else None
-        plot_bug(f"{bug.id}: {bug.op}@{bug.convention}", sweep, per_regime(rows), plot)
+        try:
+            plot_bug(f"{bug.id}: {bug.op}@{bug.convention}", sweep, per_regime(rows), plot)
+        except OutputError as exc:  # the disk refused the plot: the explanation is still printed
+            exc.kept = "\n".join(lines)
+            raise
         lines.append(f"plot written to {plot}")
     return "\n".join(lines)
 

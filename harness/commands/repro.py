@@ -33,6 +33,7 @@ import numpy as np
 from normdiff.cases import layouts
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.cases.suites import check_case_memory
+from normdiff.files import atomic_write
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.errors import UsageError
@@ -43,6 +44,7 @@ from normdiff.harness.engine.columns import C
 from normdiff.harness.engine.judge import ulp_rule
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages, worst
+from normdiff.reports.folder import writing
 from normdiff.text import precise
 from normdiff.wording import budget_of, max_ulp_with_budget
 
@@ -475,6 +477,7 @@ def _layout_code(case: Case) -> str:
 def write_script(case: Case, impl: Implementation, path: str | Path, replayed: Replay | None = None) -> Path:
     path = Path(path)
     text = script(case, impl, replayed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    with writing(path, "--script"):  # refused (a full disk): an OutputError, an earlier script kept
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
     return path

@@ -1,6 +1,7 @@
 """Regression baselines: the file format, atomic saving, and the rules of the comparison, on
 hand-made results tables; then once end to end through the CLI on the smoke suite."""
 import dataclasses
+import errno
 import json
 import os
 
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 
 from normdiff.harness.commands import cli
+from normdiff.harness.data.errors import OutputError
 from normdiff.implementations import registry
 from normdiff.reports import baseline
 from normdiff.reports.report import Report
@@ -257,8 +259,10 @@ def test_an_interrupted_save_leaves_the_old_baseline(tmp_path, monkeypatch):
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["base.json"]  # no temporary file left behind
     monkeypatch.setattr(baseline, "_lines", real)
-    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError("disk full")))
-    with pytest.raises(baseline.BaselineError, match="cannot write the baseline .*disk full"):
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(OutputError, match=r"--save-baseline .*base.json: cannot write it \(No space left on device, "
+                                          r"ENOSPC\); free some space or give another --save-baseline; .*base.json is "
+                                          r"as it was"):
         baseline.save(report(replace(BASE, ("c1", "good"), max_ulp=1.7)), path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["base.json"]
 

@@ -1,13 +1,17 @@
 """Report folders: --out and file paths are checked before any work, and `staged` puts a report in
 place whole (or merged file by file beside a user's own files), never half-written, never through a
 planted link, never losing a file normdiff did not write."""
+import contextlib
+import errno
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from normdiff.harness.data.errors import UsageError
+from normdiff.files import atomic_write
+from normdiff.harness.data.errors import OutputError, UsageError
 from normdiff.reports import folder
 from normdiff.reports.folder import MANIFEST, check_file, check_folder, staged
 
@@ -224,17 +228,23 @@ def test_a_users_own_files_are_kept_byte_for_byte(tmp_path):
 
 
 @pytest.mark.parametrize("users_file", [False, True], ids=["report-folder", "users-folder"])
-def test_an_exception_inside_leaves_the_target_as_it_was(tmp_path, users_file):
+@pytest.mark.parametrize("full_disk", [False, True], ids=["exception", "full-disk"])
+def test_an_exception_inside_leaves_the_target_as_it_was(tmp_path, users_file, full_disk):
+    """Also a full disk while staging: an OutputError naming the file, the reason and the fix."""
     out = tmp_path / "report"
     write_report(out, {"results.csv": "old\n", "summary.md": "old\n"})
     if users_file:
         (out / "notes.txt").write_text("mine")
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    with pytest.raises(RuntimeError, match="boom"):
+    raised = (OutputError, rf"^--out {re.escape(str(out))}: cannot write plots/half\.png \(No space left on device, "
+                           rf"ENOSPC\); free some space or give another --out; {re.escape(str(out))} is as it was$") \
+        if full_disk else (RuntimeError, "boom")
+    with pytest.raises(raised[0], match=raised[1]):
         with staged(out) as stage:
             (stage / "results.csv").write_text("new\n")
-            (stage / "half.md").write_text("half")
-            raise RuntimeError("boom")
+            (stage / "plots").mkdir()
+            (stage / "plots" / "half.png").write_text("half")
+            raise refuse(errno.ENOSPC, stage / "plots" / "half.png") if full_disk else RuntimeError("boom")
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
     assert leftovers(tmp_path, out) == []
@@ -407,3 +417,153 @@ def test_merging_does_not_write_through_a_linked_subfolder(tmp_path):
     except OSError:
         pass  # refusing is fine too
     assert list(elsewhere.iterdir()) == []
+
+
+# ---- writes the machine refuses, and folders that cannot be renamed -------------------------------
+
+
+def snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in Path(folder).rglob("*") if p.is_file()}
+
+
+@contextlib.contextmanager
+def same_folder(path):
+    """Assert that `path` is the same folder afterwards (open meanwhile: its inode number cannot be
+    reused by a folder made in its place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        yield
+        assert os.path.samestat(os.fstat(fd), os.stat(path)), f"{path} was replaced, not written into"
+    finally:
+        os.close(fd)
+
+
+def refuse(number, filename=None):
+    return OSError(number, os.strerror(number), *([str(filename)] if filename is not None else []))
+
+
+def test_a_mount_point_is_merged_in_place_not_renamed(tmp_path, monkeypatch):
+    """A container's volume as --out: renaming it gives EBUSY, so it is written file by file, its
+    staging folder inside it (on its file system), the folder itself never moved."""
+    out = tmp_path / "volume"
+    out.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == out or real(p))
+    with same_folder(out):
+        write_report(out, {"results.csv": "first\n", "only_first.md": "x\n"})
+        write_report(out, {"results.csv": "second\n", "plots/p.png": "png"})
+    assert snapshot(out) == {"results.csv": b"second\n", "plots/p.png": b"png", MANIFEST: (out / MANIFEST).read_bytes()}
+    assert manifest(out)["files"] == ["plots/p.png", "results.csv"]
+    assert leftovers(tmp_path, out) == []
+
+
+def test_a_folder_whose_rename_gives_ebusy_is_merged_instead(tmp_path, monkeypatch):
+    """A bind mount on the same file system, which os.path.ismount does not see: the swap and the
+    rename fail with EBUSY, and the report is moved in file by file."""
+    out = tmp_path / "bound"
+    write_report(out, {"results.csv": "first\n", "only_first.md": "x\n"})
+    rename = os.rename
+
+    def busy(src, dst, *a, **kw):
+        if out in (Path(src), Path(dst)):
+            raise refuse(errno.EBUSY, src)
+        return rename(src, dst, *a, **kw)
+
+    monkeypatch.setattr(folder, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(os, "rename", busy)
+    with same_folder(out):
+        write_report(out, {"results.csv": "second\n"})
+    assert (out / "results.csv").read_text() == "second\n" and not (out / "only_first.md").exists()
+    assert manifest(out)["files"] == ["results.csv"] and manifest(out)["complete"]
+    assert leftovers(tmp_path, out) == []
+
+
+def test_files_moved_across_file_systems_are_copied(tmp_path, monkeypatch):
+    """EXDEV (the staging folder and --out on two file systems): each file is copied in atomically."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")  # merged in place
+    replace = os.replace
+
+    def across(src, dst):
+        if ".normdiff-staging" in str(src) and ".normdiff-staging" not in str(dst):
+            raise refuse(errno.EXDEV, src)
+        return replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", across)
+    write_report(out, {"results.csv": "new\n", "plots/p.png": "png"})
+    assert snapshot(out) == {"notes.txt": b"mine", "results.csv": b"new\n", "plots/p.png": b"png",
+                             MANIFEST: (out / MANIFEST).read_bytes()}
+    assert leftovers(tmp_path, out) == [] and not list(out.rglob(".*.tmp"))
+
+
+def test_a_refused_first_report_leaves_nothing_not_even_its_folders(tmp_path):
+    out = tmp_path / "a" / "b" / "report"
+    with pytest.raises(OutputError, match=r"cannot write report\.html \(File too large, EFBIG\); raise the file-size "
+                                          r"limit \(ulimit -f\); nothing was written$"):
+        with staged(out) as stage:
+            raise refuse(errno.EFBIG, stage / "report.html")
+    assert list(tmp_path.iterdir()) == []
+    # an OSError without an errno comes from code, not from the disk: a bug, shown as one
+    with pytest.raises(OSError, match="a bug of ours") as raised:
+        with staged(out):
+            raise OSError("a bug of ours")
+    assert not isinstance(raised.value, UsageError)
+
+
+def test_a_folder_that_cannot_be_written_in_says_where(tmp_path, monkeypatch):
+    def read_only(*a, **kw):
+        raise refuse(errno.EROFS, tmp_path / ".report.1-x.normdiff-staging")
+
+    monkeypatch.setattr(folder.tempfile, "mkdtemp", read_only)
+    with pytest.raises(OutputError, match=rf"--save-it {re.escape(str(tmp_path))}/report: cannot write in "
+                                          rf"{re.escape(str(tmp_path))} \(Read-only file system, EROFS\); give another "
+                                          rf"--save-it; nothing was written"):
+        with staged(tmp_path / "report", what="--save-it"):
+            pass
+
+
+def test_permission_refused_while_putting_in_place_keeps_the_earlier_report(tmp_path, monkeypatch):
+    out = tmp_path / "report"
+    write_report(out, {"results.csv": "old\n"})
+    before = snapshot(out)
+    rename = os.rename
+
+    def denied(src, dst, *a, **kw):  # the new report refused where the earlier one was
+        if Path(dst) == out and str(src).endswith(".normdiff-staging"):
+            raise refuse(errno.EACCES, dst)
+        return rename(src, dst, *a, **kw)
+
+    monkeypatch.setattr(folder, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(os, "rename", denied)
+    with pytest.raises(OutputError, match=r"\(Permission denied, EACCES\); get write permission there or give another "
+                                          r"--out; .* is as it was$"):
+        write_report(out, {"results.csv": "new\n"})
+    assert snapshot(out) == before  # moved aside, then put back: never lost
+    assert leftovers(tmp_path, out) == []
+
+
+def test_writing_one_file_names_it_and_keeps_the_earlier_one(tmp_path, monkeypatch):
+    path = tmp_path / "replay.py"
+    path.write_text("earlier\n")
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(refuse(errno.EDQUOT)))
+    with pytest.raises(OutputError, match=r"^--script .*replay.py: cannot write it \(Disk quota exceeded, EDQUOT\); "
+                                          r"free some space within your disk quota or give another --script; "
+                                          r".*replay.py is as it was$"):
+        with folder.writing(path, "--script"):
+            atomic_write(path, "new\n")
+    assert path.read_text() == "earlier\n" and os.listdir(tmp_path) == ["replay.py"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_check_file_refuses_what_is_not_a_regular_file(tmp_path, kind):
+    """A new file would replace a named pipe or a device node (as root, /dev/full itself)."""
+    if kind == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+        says = r"--script .*pipe: is a named pipe \(FIFO\), not a file; give a file name"
+    else:
+        path = Path("/dev/full")
+        says = r"--script /dev/full: is a character device, not a file"
+    with pytest.raises(UsageError, match=says):
+        check_file(path, "--script")

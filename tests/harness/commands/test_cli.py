@@ -133,3 +133,29 @@ def test_a_second_with_of_a_taken_name_is_named_by_its_target_and_built_once(tmp
     assert built == [spec["target"] for spec in specs]  # each target located (and parsed) once
     assert first.name == "rms_norm" and second == expected  # its name, worker, target and params as if built so
     assert second.name == f"{other}:rms_norm" and second.worker == f"user {other}:rms_norm"
+
+
+def test_a_stopped_run_whose_partial_report_is_refused_keeps_the_stops_status(tmp_path, monkeypatch, capsys,
+                                                                              small_report):
+    """SIGTERM, then a full disk while the partial results are written: the exit status is the
+    stop's, and its one line says the partial results were not written, and why."""
+    import errno
+    import re
+    import signal
+
+    from normdiff import interrupts
+    from normdiff.harness import api
+    from normdiff.harness.commands import cli as cli_module
+
+    def stopped(*args, **kwargs):
+        raise interrupts.Interrupted(signal.SIGTERM, partial=small_report)
+
+    monkeypatch.setattr(api, "run_suite", stopped)
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    out = tmp_path / "out"
+    assert cli_module.main(["run", "--suite", "smoke", "-i", "numpy", "--out", str(out), "-q"]) == 143
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"normdiff: stopped by SIGTERM; the partial results could not be written: --out \S+: cannot "
+                        r"write [\w.]+ \(No space left on device, ENOSPC\); free some space or give another --out; "
+                        r"nothing was written\n", err), err
+    assert list(tmp_path.iterdir()) == []
