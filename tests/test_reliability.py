@@ -134,6 +134,10 @@ def no_raw_tags(work, out):
     assert not re.search(r"<b>", re.sub(r"`[^`]*`", "", md))
 
 
+def nothing_planted(work, out):
+    assert not (work / "pwned").exists(), "a forged reply ran code in normdiff"
+
+
 def last_run_wins(work, out):
     meta = json.loads((work / "out" / "meta.json").read_text())
     manifest = json.loads((work / "out" / ".normdiff-manifest.json").read_text())
@@ -262,6 +266,19 @@ ATTEMPTS = [
             r"no reply within 1 s", files={"two.toml": suite(extra="samples = 2\n")}, slow=True),
     Attempt("hangs-at-import", check("{M}/hangs_at_import.py:rms_norm", "--timeout", "2"), 2,
             r"importing .*hangs_at_import.py:rms_norm did not finish within 15 s", slow=True),
+    # normdiff's pipes to its worker, gone for from inside it (harness/engine/wire.py): an error or a
+    # timeout for that code's calls, never a hang, never code run in normdiff
+    Attempt("writes-junk-into-pipes", check("{H}:writes_junk", "--timeout", "5"), 2,
+            r"reply was malformed: it does not start with normdiff's mark.*may have written into normdiff's pipe"),
+    Attempt("forges-old-reply", check("{H}:forges_old_reply", "--timeout", "5"), 2,
+            r"reply was malformed: it does not start with normdiff's mark", then=nothing_planted),
+    Attempt("partial-reply-then-sleeps", check("{H}:writes_a_partial_reply", "--timeout", "2"), 2,
+            r"no reply within 2 s \(only 50 bytes of a reply had come", slow=True),
+    Attempt("reads-every-fd", check("{H}:reads_every_fd"), 0, r"AGREES"),
+    Attempt("hijacks-requests", check("{H}:hijacks_requests", "--timeout", "2", "--suite", "big.toml"), 3,
+            r"no reply within 2 s", files={"big.toml": suite(shape='16x4096", "32x2048')}, slow=True),
+    Attempt("closes-every-fd", check("{H}:closes_every_fd"), 2, r"could not write its reply"),
+    Attempt("forks-then-exits", check("{H}:forks_then_exits"), 2, r"exited with status 0 without replying"),
     # report folders: whole, never mixed, nothing of the user's lost
     Attempt("out-holds-user-files", run_with("{H}:correct"), 0, r"report written to out", "complete",
             {**TINY, "out/notes.txt": "mine\n", "out/changes.csv": "my own changes\n"}, then=user_file_kept),
