@@ -63,6 +63,8 @@ class Attempt:
     stop: int = 0  # a signal sent to normdiff once its worker runs
     group: bool = False  # send it to normdiff's whole process group (a Ctrl-C at a terminal)
     slow: bool = False
+    console: bool = False  # run the installed `normdiff` script (as a user does: no current folder
+    # on the parent's import path) rather than python -m (which puts it first)
 
 
 def check(target, *extra):
@@ -79,6 +81,16 @@ def run_with(target, *extra, suite_file="tiny.toml"):
 
 
 TINY = {"tiny.toml": suite()}
+# modules in the working folder that shadow real ones: imported, they say so and fail
+SHADOWS = {name: f"print('SHADOW {name} imported')\nraise ImportError('the {name} in the working folder')\n"
+           for name in ("normdiff.py", "numpy.py", "torch.py")}
+MYNORM = """import numpy as np
+
+
+def rms_norm(x, weight, eps):
+    xf = x.astype(np.float32)
+    return weight * (xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + eps)).astype(x.dtype)
+"""
 
 
 # ---- assertions some attempts add ----------------------------------------------------------------
@@ -105,12 +117,23 @@ def outside_untouched(work, out):
     assert not (work / "out" / "results.csv").is_symlink()
 
 
-def numpy_rows_agree(work, out):
-    import pandas as pd
+def rows_agree(*names):
+    def then(work, out):
+        import pandas as pd
 
-    rows = pd.read_csv(work / "out" / "results.csv")
-    ours = rows[rows["implementation"] == "numpy"]
-    assert len(ours) and ours["outcome"].isin(["identical", "agree"]).all(), ours["outcome"].value_counts()
+        rows = pd.read_csv(work / "out" / "results.csv")
+        for name in names:
+            ours = rows[rows["implementation"] == name]
+            assert len(ours) and ours["outcome"].isin(["identical", "agree"]).all(), ours["outcome"].value_counts()
+    return then
+
+
+numpy_rows_agree = rows_agree("numpy")
+
+
+def no_shadow_imported(work, out):
+    assert "SHADOW" not in out
+    rows_agree("numpy", "torch")(work, out)
 
 
 def markup_is_data(work, out):
@@ -279,6 +302,15 @@ ATTEMPTS = [
             r"no reply within 2 s", files={"big.toml": suite(shape='16x4096", "32x2048')}, slow=True),
     Attempt("closes-every-fd", check("{H}:closes_every_fd"), 2, r"could not write its reply"),
     Attempt("forks-then-exits", check("{H}:forks_then_exits"), 2, r"exited with status 0 without replying"),
+    # the working folder: a numpy.py, normdiff.py or torch.py there is never imported in place of the
+    # real one (workers start with python -P), and a user's code beside them is still found
+    Attempt("shadowing-modules-in-cwd", ["run", "--suite", "tiny.toml", "-i", "numpy", "-i", "torch", "--out", "out"],
+            0, r"report written to out", "complete", {**TINY, **SHADOWS}, then=no_shadow_imported, console=True),
+    Attempt("user-code-beside-shadows", ["check", "mynorm.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3",
+                                         *FAST], 0, r"AGREES", files={**SHADOWS, "mynorm.py": MYNORM}, console=True),
+    # a guard for -P, not a fix (it passes on the old code too): a module target in the working
+    # folder, found by a parent that has the folder on its path, is still found in its worker
+    Attempt("user-module-in-cwd", check("mynorm:rms_norm"), 0, r"AGREES", files={"mynorm.py": MYNORM}),
     # report folders: whole, never mixed, nothing of the user's lost
     Attempt("out-holds-user-files", run_with("{H}:correct"), 0, r"report written to out", "complete",
             {**TINY, "out/notes.txt": "mine\n", "out/changes.csv": "my own changes\n"}, then=user_file_kept),
@@ -349,7 +381,9 @@ def _fill(arg: str, work: Path) -> str:
 
 
 def _run(attempt: Attempt, work: Path, env: dict, tag: str) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "normdiff.harness.commands.cli"] + [_fill(a, work) for a in attempt.argv]
+    program = [str(Path(sys.executable).with_name("normdiff"))] if attempt.console else \
+        [sys.executable, "-m", "normdiff.harness.commands.cli"]
+    argv = program + [_fill(a, work) for a in attempt.argv]
     if not attempt.stop:
         done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
         return done.returncode, done.stdout + done.stderr

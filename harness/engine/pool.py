@@ -76,7 +76,10 @@ class Worker:
         if self.tmp_dir:
             env.update(TMPDIR=self.tmp_dir, TEMP=self.tmp_dir, TMP=self.tmp_dir)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "normdiff.harness.engine.worker"],
+            # -P: the current folder is not on its import path (python -m would put it first), so a
+            # numpy.py or normdiff.py there is never imported in place of the real one; a user's
+            # code puts its own folder on the path when it is loaded (implementations/loading.py)
+            [sys.executable, "-P", "-m", "normdiff.harness.engine.worker"],
             pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             # no preexec_fn: it forces a fork of this (multithreaded) process; the worker asks for
             # its parent-death signal itself, first thing (worker.main)

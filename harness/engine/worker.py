@@ -1,11 +1,14 @@
 """The worker process: runs implementations of one framework, one call at a time.
 
-Started by `pool.Worker` as `python -m normdiff.harness.engine.worker`. Requests and replies travel
-over two private pipes (harness/engine/wire.py: a request is pickled, the worker trusts its parent;
-a reply is a framed, bounded message, never unpickled), so an implementation that prints to stdout
-cannot corrupt the protocol (stdout is pointed at stderr, which the parent logs). Anything an
-implementation does wrong comes back as a reply; only a hard crash (segfault, os._exit) or a hang
-is left for the parent to notice, and it turns those into `crashed` / `timeout` outcomes.
+Started by `pool.Worker` as `python -P -m normdiff.harness.engine.worker` (-P: the current folder
+is not on the import path, so a `numpy.py` or `normdiff.py` there is never imported in place of the
+real one; a user's code puts its own folder on the path as it is loaded, implementations/loading.py).
+Requests and replies travel over two private pipes (harness/engine/wire.py: a request is pickled,
+the worker trusts its parent; a reply is a framed, bounded message, never unpickled), so an
+implementation that prints to stdout cannot corrupt the protocol (stdout is pointed at stderr,
+which the parent logs). Anything an implementation does wrong comes back as a reply; only a hard
+crash (segfault, os._exit) or a hang is left for the parent to notice, and it turns those into
+`crashed` / `timeout` outcomes.
 
 The pipes are out of the code's way, not out of its reach. Their numbers come in
 $NORMDIFF_WORKER_FDS, removed from the environment at once; each is moved to an unpredictable number

@@ -141,3 +141,17 @@ def test_a_worker_that_dies_while_its_child_holds_the_pipe_is_a_crash_at_once(tm
     while _tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _tagged(tag), "the child the code left outlived its worker"
+
+
+def test_modules_in_the_current_folder_are_not_imported_by_a_worker(tmp_path, monkeypatch):
+    """python -m put the current folder first on a worker's import path, so a normdiff.py or a
+    numpy.py there replaced the real one in every worker (each crashed); -P keeps it off."""
+    for name in ("normdiff.py", "numpy.py"):
+        (tmp_path / name).write_text(f"raise ImportError('the {name} in the current folder')\n")
+    monkeypatch.chdir(tmp_path)
+    worker = Worker("numpy", timeout=30, tmp_dir=str(tmp_path))
+    try:
+        reply = worker.call(("task", "numpy:ones", {"shape": 2}))
+    finally:
+        worker.close()
+    assert reply[0] == "ok" and reply[1].tolist() == [1.0, 1.0], reply
