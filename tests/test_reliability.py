@@ -65,6 +65,7 @@ class Attempt:
     slow: bool = False
     console: bool = False  # run the installed `normdiff` script (as a user does: no current folder
     # on the parent's import path) rather than python -m (which puts it first)
+    home: bool = False  # run with HOME an empty folder of its own (beside the working folder)
 
 
 def check(target, *extra):
@@ -159,6 +160,11 @@ def no_raw_tags(work, out):
 
 def nothing_planted(work, out):
     assert not (work / "pwned").exists(), "a forged reply ran code in normdiff"
+
+
+def home_untouched(work, out):
+    left = sorted(str(p.relative_to(work.parent / "home")) for p in (work.parent / "home").rglob("*"))
+    assert not left, f"written into HOME: {left}"
 
 
 def last_run_wins(work, out):
@@ -311,6 +317,8 @@ ATTEMPTS = [
     # a guard for -P, not a fix (it passes on the old code too): a module target in the working
     # folder, found by a parent that has the folder on its path, is still found in its worker
     Attempt("user-module-in-cwd", check("mynorm:rms_norm"), 0, r"AGREES", files={"mynorm.py": MYNORM}),
+    # HOME: the code under test's files and caches go to the run's temporary folder, removed with it
+    Attempt("writes-into-home", check("{H}:writes_into_home"), 0, r"AGREES", then=home_untouched, home=True),
     # report folders: whole, never mixed, nothing of the user's lost
     Attempt("out-holds-user-files", run_with("{H}:correct"), 0, r"report written to out", "complete",
             {**TINY, "out/notes.txt": "mine\n", "out/changes.csv": "my own changes\n"}, then=user_file_kept),
@@ -417,6 +425,11 @@ def test_attempt(attempt: Attempt, tmp_path: Path):
     _prepare(work, attempt.files)
     tag = uuid.uuid4().hex
     env = dict(os.environ, TMPDIR=str(tmp), **{TAG: tag})
+    if attempt.home:
+        (tmp_path / "home").mkdir()
+        env["HOME"] = str(tmp_path / "home")
+        for name in [n for n in env if n.startswith("XDG_")]:
+            del env[name]  # their defaults are under HOME
     start = time.monotonic()
     code, out = _run(attempt, work, env, tag)
     seconds = time.monotonic() - start

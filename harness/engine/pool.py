@@ -12,7 +12,7 @@ when it does not decode to the form a worker gives; it is never unpickled. A mal
 A worker runs in its own session (a Ctrl-C at the terminal reaches normdiff alone, which then ends
 every worker) and dies with normdiff even when normdiff is SIGKILLed (normdiff/processes.py). Its
 output goes to an anonymous temporary file, so no log is ever left behind; its temporary files go
-to `tmp_dir`, the run's own folder, which the runner removes.
+to `tmp_dir`, the run's own folder, which the runner removes, and so does its HOME (`home_env`).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import math
 import os
 import select
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ import threading
 import time
 
 from normdiff import processes
+from normdiff.files import CACHE_HOME_ENV, cache_home
 from normdiff.harness.engine import wire
 from normdiff.text import general
 
@@ -41,6 +43,30 @@ MALFORMED = "the code under test may have written into normdiff's pipe"
 # default-suite calls took 3.8 CPU-s for 1.9 s of wall time, 2.4 CPU-s with passive waiting. Only how
 # idle threads wait changes: the thread counts, and so every kernel's split of its work, stay.
 IDLE_THREADS_SLEEP = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+
+
+# The per-user folders under HOME that programs write their caches, settings and data to, by the
+# XDG variables that move them (a desktop session may set these to folders of the real HOME)
+HOME_FOLDERS = {"XDG_CACHE_HOME": ".cache", "XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+                "XDG_STATE_HOME": ".local/state"}
+
+
+def home_env(tmp_dir: str) -> dict[str, str]:
+    """What a worker's environment takes so that the code under test writes nothing into the
+    user's HOME: HOME (and the XDG folders) in the run's temporary folder, so that what frameworks
+    keep there by default (~/.keras, ~/.cache/huggingface, ~/.cache/torch, ~/.triton,
+    ~/.nv/ComputeCache, matplotlib's font cache, onnxruntime's ~/.cache/Microsoft) goes away with
+    the run. A variable the user set for one framework (HF_HOME, TORCH_HOME, KERAS_HOME,
+    MPLCONFIGDIR, CUDA_CACHE_PATH, ...) is theirs and stays. Two things of the real HOME stay in
+    reach: normdiff's own compile caches ($NORMDIFF_CACHE_HOME, else ~/.cache/normdiff: JAX's
+    programs, inductor's; a repeat run loads them) and the user's site-packages (~/.local, by
+    PYTHONUSERBASE), where a framework may be installed."""
+    home = os.path.join(tmp_dir, "home")
+    os.makedirs(home, exist_ok=True)
+    env = {"HOME": home, **{name: os.path.join(home, sub) for name, sub in HOME_FOLDERS.items()}}
+    env[CACHE_HOME_ENV] = cache_home()
+    env["PYTHONUSERBASE"] = os.environ.get("PYTHONUSERBASE") or site.getuserbase()
+    return env
 
 
 def load_timeout_for(timeout: float) -> float:
@@ -74,7 +100,7 @@ class Worker:
         for name, value in IDLE_THREADS_SLEEP.items():
             env.setdefault(name, value)  # a user's own setting wins
         if self.tmp_dir:
-            env.update(TMPDIR=self.tmp_dir, TEMP=self.tmp_dir, TMP=self.tmp_dir)
+            env.update(TMPDIR=self.tmp_dir, TEMP=self.tmp_dir, TMP=self.tmp_dir, **home_env(self.tmp_dir))
         self.proc = subprocess.Popen(
             # -P: the current folder is not on its import path (python -m would put it first), so a
             # numpy.py or normdiff.py there is never imported in place of the real one; a user's

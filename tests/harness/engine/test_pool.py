@@ -1,5 +1,6 @@
 """The parent side of a worker: what a worker process is started with, and what its pipes carry."""
 import os
+import site
 import threading
 import time
 import uuid
@@ -155,3 +156,20 @@ def test_modules_in_the_current_folder_are_not_imported_by_a_worker(tmp_path, mo
     finally:
         worker.close()
     assert reply[0] == "ok" and reply[1].tolist() == [1.0, 1.0], reply
+
+
+def test_the_code_under_test_gets_a_home_of_the_runs_own(tmp_path, monkeypatch):
+    """HOME and the XDG folders point into the run's temporary folder (the old worker had the
+    user's); normdiff's own compile caches, the user's site-packages and a folder the user gave one
+    framework stay where they were."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "real-cache"))  # as a desktop session may set it
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("NORMDIFF_CACHE_HOME", raising=False)
+    monkeypatch.delenv("PYTHONUSERBASE", raising=False)
+    home = str(tmp_path / "home")
+    assert _worker_env(tmp_path, "HOME") == home
+    assert _worker_env(tmp_path, "XDG_CACHE_HOME") == f"{home}/.cache"
+    assert _worker_env(tmp_path, "XDG_CONFIG_HOME") == f"{home}/.config"
+    assert _worker_env(tmp_path, "NORMDIFF_CACHE_HOME") == os.path.join(os.path.expanduser("~"), ".cache", "normdiff")
+    assert _worker_env(tmp_path, "PYTHONUSERBASE") == site.getuserbase()
+    assert _worker_env(tmp_path, "HF_HOME") == str(tmp_path / "hf")
