@@ -146,11 +146,24 @@ def encode(rid: str, value) -> list:
     Raises Unsendable for a value the protocol does not carry."""
     arrays: list[np.ndarray] = []
     structure = _pack(value, arrays)
-    meta = [{"dtype": _dtype_name(a.dtype), "shape": list(a.shape)} for a in arrays]
+    meta = [{"dtype": _dtype_name(a.dtype), "shape": list(a.shape), "order": _order(a)} for a in arrays]
     text = json.dumps({"value": structure, "arrays": meta}, separators=(",", ":")).encode()
-    raw = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+    raw = [_flat_bytes(a) for a in arrays]
     length = JSON_LENGTH.size + len(text) + sum(r.nbytes for r in raw)
     return [HEADER.pack(MAGIC, rid.encode("ascii"), length) + JSON_LENGTH.pack(len(text)) + text, *raw]
+
+
+def _order(array: np.ndarray) -> str:
+    """The order its bytes travel in, as pickle chooses it: a Fortran-ordered array stays one (a sum
+    over it runs in another order than over a C-ordered copy, so a statistic of it would change in
+    its last bits); any other arrives C-contiguous."""
+    return "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+
+
+def _flat_bytes(array: np.ndarray) -> np.ndarray:
+    """Its elements' bytes in its `_order`, without a copy where it is contiguous that way."""
+    ordered = array.T if _order(array) == "F" else np.ascontiguousarray(array)
+    return ordered.reshape(-1).view(np.uint8)
 
 
 def frame_size(buffers: list) -> int:
@@ -298,11 +311,15 @@ def decode(body) -> object:
         nbytes = math.prod(meta["shape"]) * dtype.itemsize
         if start + nbytes > body.nbytes:
             raise Malformed(f"its arrays run past its body of {body.nbytes} bytes")
+        order = meta.get("order", "C")
+        if order not in ("C", "F"):
+            raise Malformed(f"an array's order is {str(order)[:8]!r}")
         try:
-            array = np.empty(meta["shape"], dtype)
+            array = np.empty(meta["shape"], dtype, order=order)
         except (ValueError, OverflowError, MemoryError) as exc:
             raise Malformed(f"an array's shape {meta['shape'][:8]} cannot be made ({exc})") from None
-        array.reshape(-1).view(np.uint8)[:] = np.frombuffer(body[start:start + nbytes], np.uint8)
+        (array.T if order == "F" else array).reshape(-1).view(np.uint8)[:] = \
+            np.frombuffer(body[start:start + nbytes], np.uint8)
         arrays.append(array)
         start += nbytes
     if start != body.nbytes:
