@@ -273,14 +273,17 @@ class Worker:
             how = "exited with status 0 without replying (os._exit(0), or a library ending the process)"
         else:
             how = f"exited with status {code}"
-        tail = self._log_tail()
+        # a lost pipe: the worker's own line says which (the log holds earlier workers' lines too)
+        tail = self._log_tail(last_line=code == wire.READ_FAILED)
         return f"the {self.name} worker process {how}" + (f"; its last output: {tail}" if tail else "")
 
-    def _log_tail(self, limit: int = 300) -> str:
+    def _log_tail(self, limit: int = 300, last_line: bool = False) -> str:
         try:
             self.log.flush()
             size = os.fstat(self.log.fileno()).st_size
             text = os.pread(self.log.fileno(), 4 * limit, max(0, size - 4 * limit)).decode(errors="replace")
         except (OSError, ValueError):
             return ""
+        if last_line:
+            text = next((line for line in reversed(text.splitlines()) if line.strip()), "")
         return " ".join(text.split())[-limit:]
