@@ -66,6 +66,18 @@ def _import_file(path: str):
     return module
 
 
+def put_module_on_path(module: str, source: str) -> None:
+    """Put the folder under which `source` is module `module`'s file (where the process that
+    located it found it on its own import path) first on the import path: a worker starts with no
+    current folder on its path (python -P), and a user's module may live there."""
+    path = os.path.splitext(os.path.abspath(source))[0]
+    if os.path.basename(path) == "__init__":
+        path = os.path.dirname(path)
+    for _ in module.split("."):
+        path = os.path.dirname(path)
+    _on_path(path)
+
+
 def _on_path(folder: str) -> None:
     if folder not in sys.path:
         sys.path.insert(0, folder)

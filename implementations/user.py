@@ -42,7 +42,7 @@ from normdiff.harness.data.ops import OPS, PARAMS, Op
 from normdiff.implementations import calls
 from normdiff.implementations.frameworks import FRAMEWORKS, graph_framework, user_frameworks
 from normdiff.implementations.frameworks.record import Framework
-from normdiff.implementations.loading import load_entry
+from normdiff.implementations.loading import load_entry, put_module_on_path
 from normdiff.implementations.target import UserTarget, locate
 
 INIT_NAMES = ("dim", "eps", "width", "head_dim", "num_heads", "group_size", "dtype", "dtype_name", "config")
@@ -65,7 +65,7 @@ def make_adapter(target: UserTarget | str, framework: str = "", op: str = "", ca
     """The forward adapter of a user's target: its UserTarget (what the worker is given), or its
     text and the rest as plain values (UserTarget.params: what a repro script passes)."""
     target = _user_target(target, framework, op, call, init, weight_attr, forced)
-    obj = _load(target.text)
+    obj = _load(target)
     if target.backward_of(obj):
         raise TypeError(f"{target.shown} takes the upstream gradient first: it is a backward, which runs the backward "
                         f"pass only (--pass backward), as {OPS[target.op].backward_signature}")
@@ -97,13 +97,16 @@ def _forward_adapter(target: UserTarget, obj):
     raise TypeError(f"{shown} is a {type(obj).__name__}, not a function, a class or a graph")
 
 
-def _load(target: str):
-    if graph_framework(target):  # a graph file: the framework's load_graph opens it
-        return target
+def _load(target: UserTarget | str):
+    text = target if isinstance(target, str) else target.text
+    if graph_framework(text):  # a graph file: the framework's load_graph opens it
+        return text
+    if isinstance(target, UserTarget) and target.module and target.source:
+        put_module_on_path(target.module, target.source)  # where the parent found it
     try:
-        return load_entry(target)
+        return load_entry(text)
     except (AttributeError, FileNotFoundError) as exc:
-        raise TypeError(f"cannot load {target}: {exc}") from None
+        raise TypeError(f"cannot load {text}: {exc}") from None
 
 
 def _takes_x(fn, record: Op) -> bool:
@@ -468,6 +471,8 @@ def probe_main(request: str) -> None:
     """Print {"framework": NAME}: the first candidate whose arrays the target takes and whose own
     kind of array it returns, else the first it runs with, else null."""
     asked = json.loads(request)
+    if asked.get("module") and asked.get("source"):  # a module where the parent found it (python -P)
+        put_module_on_path(asked["module"], asked["source"])
     print(json.dumps({"framework": probe(asked["target"], asked["op"], asked["candidates"])}))
 
 
@@ -513,7 +518,7 @@ def make_backward_adapter(target: UserTarget | str, framework: str = "", op: str
     framework; or a forward differentiated by its framework (torch autograd, a custom
     torch.autograd.Function's own backward included; jax.vjp)."""
     target = _user_target(target, framework, op, call, init, weight_attr, forced)
-    obj = _load(target.text)
+    obj = _load(target)
     record, fw = OPS[target.op], FRAMEWORKS[target.framework]
     if target.backward_of(obj):
         return ExplicitBackward(obj, fw, record, target.call, target.shown)

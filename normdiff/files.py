@@ -111,10 +111,19 @@ def umask() -> int:
     return mask
 
 
+CACHE_HOME_ENV = "NORMDIFF_CACHE_HOME"
+
+
+def cache_home() -> str:
+    """The folder of normdiff's own caches: $NORMDIFF_CACHE_HOME, else ~/.cache/normdiff. A worker
+    is given it explicitly (harness/engine/pool.py), since its HOME is the run's temporary folder."""
+    return os.environ.get(CACHE_HOME_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "normdiff")
+
+
 def cache_dir(env: str, name: str) -> str | None:
-    """A compilation cache's directory: $`env` (empty: no cache) or ~/.cache/normdiff/`name`,
-    created; None when it cannot be written (compiling again is slower, never wrong)."""
-    path = os.environ.get(env, os.path.join(os.path.expanduser("~"), ".cache", "normdiff", name))
+    """A compilation cache's directory: $`env` (empty: no cache) or cache_home()/`name`, created;
+    None when it cannot be written (compiling again is slower, never wrong)."""
+    path = os.environ.get(env, os.path.join(cache_home(), name))
     if not path:
         return None
     try:

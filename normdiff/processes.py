@@ -138,6 +138,18 @@ def _reap(pids: list[int]) -> None:
             pass  # not ours: its own parent reaps it
 
 
+def exited(pid: int) -> bool:
+    """Whether our child `pid` has ended, without collecting its status: it stays a zombie, so its
+    process group, and whatever the code left in it, can still be killed by its id (`kill_tree`);
+    once collected, a forked child it left is out of reach."""
+    if not hasattr(os, "waitid"):
+        return not alive(pid)
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # collected already
+
+
 def alive(pid: int) -> bool:
     """Whether process `pid` exists (someone else's counts: it is not ours to judge)."""
     try:

@@ -63,6 +63,9 @@ class Attempt:
     stop: int = 0  # a signal sent to normdiff once its worker runs
     group: bool = False  # send it to normdiff's whole process group (a Ctrl-C at a terminal)
     slow: bool = False
+    console: bool = False  # run the installed `normdiff` script (as a user does: no current folder
+    # on the parent's import path) rather than python -m (which puts it first)
+    home: bool = False  # run with HOME an empty folder of its own (beside the working folder)
 
 
 def check(target, *extra):
@@ -79,6 +82,16 @@ def run_with(target, *extra, suite_file="tiny.toml"):
 
 
 TINY = {"tiny.toml": suite()}
+# modules in the working folder that shadow real ones: imported, they say so and fail
+SHADOWS = {name: f"print('SHADOW {name} imported')\nraise ImportError('the {name} in the working folder')\n"
+           for name in ("normdiff.py", "numpy.py", "torch.py")}
+MYNORM = """import numpy as np
+
+
+def rms_norm(x, weight, eps):
+    xf = x.astype(np.float32)
+    return weight * (xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + eps)).astype(x.dtype)
+"""
 
 
 # ---- assertions some attempts add ----------------------------------------------------------------
@@ -105,12 +118,23 @@ def outside_untouched(work, out):
     assert not (work / "out" / "results.csv").is_symlink()
 
 
-def numpy_rows_agree(work, out):
-    import pandas as pd
+def rows_agree(*names):
+    def then(work, out):
+        import pandas as pd
 
-    rows = pd.read_csv(work / "out" / "results.csv")
-    ours = rows[rows["implementation"] == "numpy"]
-    assert len(ours) and ours["outcome"].isin(["identical", "agree"]).all(), ours["outcome"].value_counts()
+        rows = pd.read_csv(work / "out" / "results.csv")
+        for name in names:
+            ours = rows[rows["implementation"] == name]
+            assert len(ours) and ours["outcome"].isin(["identical", "agree"]).all(), ours["outcome"].value_counts()
+    return then
+
+
+numpy_rows_agree = rows_agree("numpy")
+
+
+def no_shadow_imported(work, out):
+    assert "SHADOW" not in out
+    rows_agree("numpy", "torch")(work, out)
 
 
 def markup_is_data(work, out):
@@ -132,6 +156,15 @@ def no_raw_tags(work, out):
     assert "<b>x</b>" not in page
     md = (work / "out" / "summary.md").read_text()
     assert not re.search(r"<b>", re.sub(r"`[^`]*`", "", md))
+
+
+def nothing_planted(work, out):
+    assert not (work / "pwned").exists(), "a forged reply ran code in normdiff"
+
+
+def home_untouched(work, out):
+    left = sorted(str(p.relative_to(work.parent / "home")) for p in (work.parent / "home").rglob("*"))
+    assert not left, f"written into HOME: {left}"
 
 
 def last_run_wins(work, out):
@@ -262,6 +295,31 @@ ATTEMPTS = [
             r"no reply within 1 s", files={"two.toml": suite(extra="samples = 2\n")}, slow=True),
     Attempt("hangs-at-import", check("{M}/hangs_at_import.py:rms_norm", "--timeout", "2"), 2,
             r"importing .*hangs_at_import.py:rms_norm did not finish within 15 s", slow=True),
+    # normdiff's pipes to its worker, gone for from inside it (harness/engine/wire.py): an error or a
+    # timeout for that code's calls, never a hang, never code run in normdiff
+    Attempt("writes-junk-into-pipes", check("{H}:writes_junk", "--timeout", "5"), 2,
+            r"reply was malformed: it does not start with normdiff's mark.*may have written into normdiff's pipe"),
+    Attempt("forges-old-reply", check("{H}:forges_old_reply", "--timeout", "5"), 2,
+            r"reply was malformed: it does not start with normdiff's mark", then=nothing_planted),
+    Attempt("partial-reply-then-sleeps", check("{H}:writes_a_partial_reply", "--timeout", "2"), 2,
+            r"no reply within 2 s \(only 50 bytes of a reply had come", slow=True),
+    Attempt("reads-every-fd", check("{H}:reads_every_fd"), 0, r"AGREES"),
+    Attempt("hijacks-requests", check("{H}:hijacks_requests", "--timeout", "2", "--suite", "big.toml"), 3,
+            r"no reply within 2 s", files={"big.toml": suite(shape='16x4096", "32x2048')}, slow=True),
+    Attempt("closes-every-fd", check("{H}:closes_every_fd"), 2,
+            r"exited with status 75; its last output: normdiff worker: could not write its reply \(OSError"),
+    Attempt("forks-then-exits", check("{H}:forks_then_exits"), 2, r"exited with status 0 without replying"),
+    # the working folder: a numpy.py, normdiff.py or torch.py there is never imported in place of the
+    # real one (workers start with python -P), and a user's code beside them is still found
+    Attempt("shadowing-modules-in-cwd", ["run", "--suite", "tiny.toml", "-i", "numpy", "-i", "torch", "--out", "out"],
+            0, r"report written to out", "complete", {**TINY, **SHADOWS}, then=no_shadow_imported, console=True),
+    Attempt("user-code-beside-shadows", ["check", "mynorm.py:rms_norm", "--op", "rms_norm", "--convention", "qwen3",
+                                         *FAST], 0, r"AGREES", files={**SHADOWS, "mynorm.py": MYNORM}, console=True),
+    # a guard for -P, not a fix (it passes on the old code too): a module target in the working
+    # folder, found by a parent that has the folder on its path, is still found in its worker
+    Attempt("user-module-in-cwd", check("mynorm:rms_norm"), 0, r"AGREES", files={"mynorm.py": MYNORM}),
+    # HOME: the code under test's files and caches go to the run's temporary folder, removed with it
+    Attempt("writes-into-home", check("{H}:writes_into_home"), 0, r"AGREES", then=home_untouched, home=True),
     # report folders: whole, never mixed, nothing of the user's lost
     Attempt("out-holds-user-files", run_with("{H}:correct"), 0, r"report written to out", "complete",
             {**TINY, "out/notes.txt": "mine\n", "out/changes.csv": "my own changes\n"}, then=user_file_kept),
@@ -332,7 +390,9 @@ def _fill(arg: str, work: Path) -> str:
 
 
 def _run(attempt: Attempt, work: Path, env: dict, tag: str) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "normdiff.harness.commands.cli"] + [_fill(a, work) for a in attempt.argv]
+    program = [str(Path(sys.executable).with_name("normdiff"))] if attempt.console else \
+        [sys.executable, "-m", "normdiff.harness.commands.cli"]
+    argv = program + [_fill(a, work) for a in attempt.argv]
     if not attempt.stop:
         done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
         return done.returncode, done.stdout + done.stderr
@@ -366,6 +426,11 @@ def test_attempt(attempt: Attempt, tmp_path: Path):
     _prepare(work, attempt.files)
     tag = uuid.uuid4().hex
     env = dict(os.environ, TMPDIR=str(tmp), **{TAG: tag})
+    if attempt.home:
+        (tmp_path / "home").mkdir()
+        env["HOME"] = str(tmp_path / "home")
+        for name in [n for n in env if n.startswith("XDG_")]:
+            del env[name]  # their defaults are under HOME
     start = time.monotonic()
     code, out = _run(attempt, work, env, tag)
     seconds = time.monotonic() - start

@@ -125,10 +125,11 @@ def probe(target: UserTarget, op: str, candidates: list[str]) -> str:
     installed = [c for c in candidates if FRAMEWORKS[c].modules and
                  all(importlib.util.find_spec(m) is not None for m in FRAMEWORKS[c].modules)]
     order = installed + ["numpy"]
-    request = json.dumps({"target": target.text, "op": op, "candidates": order})
+    request = json.dumps({"target": target.text, "op": op, "candidates": order, "module": target.module,
+                          "source": target.source})
     code = "import sys; from normdiff.implementations.user import probe_main; probe_main(sys.argv[1])"
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, request], capture_output=True, text=True,
+    try:  # -P: as in a worker, no numpy.py or normdiff.py in the current folder is imported
+        proc = subprocess.run([sys.executable, "-P", "-c", code, request], capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT)
         lines = proc.stdout.strip().splitlines()
         chosen = json.loads(lines[-1])["framework"] if proc.returncode == 0 and lines else None

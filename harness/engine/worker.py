@@ -1,10 +1,26 @@
 """The worker process: runs implementations of one framework, one call at a time.
 
-Started by `pool.Worker` as `python -m normdiff.harness.engine.worker READ_FD WRITE_FD`. Requests and
-replies travel as pickled messages over two private pipes, so an implementation that prints to
-stdout cannot corrupt the protocol (stdout is pointed at stderr, which the parent logs). Anything
-an implementation does wrong comes back as a reply; only a hard crash (segfault, os._exit) or a hang
-is left for the parent to notice, and it turns those into `crashed` / `timeout` outcomes.
+Started by `pool.Worker` as `python -P -m normdiff.harness.engine.worker` (-P: the current folder
+is not on the import path, so a `numpy.py` or `normdiff.py` there is never imported in place of the
+real one; a user's code puts its own folder on the path as it is loaded, implementations/loading.py).
+Requests and replies travel over two private pipes (harness/engine/wire.py: a request is pickled,
+the worker trusts its parent; a reply is a framed, bounded message, never unpickled), so an
+implementation that prints to stdout cannot corrupt the protocol (stdout is pointed at stderr,
+which the parent logs). Anything an implementation does wrong comes back as a reply; only a hard
+crash (segfault, os._exit) or a hang is left for the parent to notice, and it turns those into
+`crashed` / `timeout` outcomes.
+
+The pipes are out of the code's way, not out of its reach. Their numbers come in
+$NORMDIFF_WORKER_FDS, removed from the environment at once; each is moved to an unpredictable number
+high in the fd table (F_DUPFD_CLOEXEC at a random start in the upper half of RLIMIT_NOFILE), close-
+on-exec so that no program the code starts inherits it, and the original closed. Code in this
+process can still find them (/proc/self/fd lists every fd, and the request's id is in this
+process's memory): it can write junk or a forged reply, read a request, close a pipe. The parent is
+built so that none of it reaches beyond that call (pool.py, wire.py): a reply must carry the id of
+the request it answers, is refused above a length derived from the request's arrays, is read
+against a deadline `--timeout` sets for the whole message, and is never unpickled. The worst such
+code gets is an `error`, `crashed` or `timeout` outcome for the calls of its own worker, which is
+then killed and restarted; a user's code runs in a worker of its own (implementations/entry.py).
 
 Messages:
     ("load", Implementation)                       -> ("ok", takes, seconds, sees) | ("unavailable", reason)
@@ -15,7 +31,9 @@ Messages:
                                       -> ("ok", {operand: ndarray}, seconds) | ("error", ...) | ...
     ("task", "package.module:function", kwargs)    -> ("ok", its return value, seconds) | ("error", message)
         one whole job in this process (normdiff model runs an HF model here), with the same guards
-The worker ends when its request pipe closes (the parent kills it at the end of a run).
+The worker ends when its request pipe closes (the parent kills it at the end of a run), and with
+status wire.READ_FAILED, saying why on stderr, when a pipe gives something that is no request or
+takes no reply.
 
 The worker is a subreaper: whatever processes the code leaves running stay below it (a daemonized
 grandchild too), and the parent ends them all with the worker. Not after each call: frameworks keep
@@ -25,18 +43,21 @@ the inputs are unpickled afresh for each call, so no other implementation sees a
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import resource
+import secrets
 import sys
 import time
 import traceback
 from pathlib import Path
-from multiprocessing.connection import Connection
 
 from dataclasses import replace
 
 from normdiff import processes
 from normdiff.cases import layouts
 from normdiff.harness.data.ops import CASE, OPS
+from normdiff.harness.engine import wire
 from normdiff.implementations.call_checks import changed_inputs
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.loading import load_entry, make_adapter
@@ -237,24 +258,101 @@ def output_problem(value) -> str | None:
     return None
 
 
-def serve(requests: Connection, replies: Connection) -> None:
+MAX_TEXT = 20_000  # the characters of a message (an error's, a reason's) sent back; the rest is counted
+
+
+def serve(read_fd: int, write_fd: int) -> None:
     while True:
         try:
-            message = requests.recv()
-        except EOFError:
+            request = wire.read_request(read_fd)
+        except Exception as exc:  # noqa: BLE001 - whatever the pipe gave, the stream has lost its place
+            _pipe_lost("read a request", exc)
+        if request is None:
             return
-        replies.send(handle(message))
+        rid, limit, message = request
+        buffers = framed(rid, handle(message), limit)
+        try:
+            _write_all(write_fd, buffers)
+        except OSError as exc:
+            _pipe_lost("write its reply", exc)
+
+
+def framed(rid: str, reply: tuple, limit: int) -> list:
+    """The reply's frame; an error reply in its place when the reply holds what the protocol does
+    not carry or would take more than `limit` bytes (refused here, before it crosses the pipe)."""
+    try:
+        buffers = wire.encode(rid, _clipped(reply))
+    except wire.Unsendable as exc:
+        return wire.encode(rid, ("error", f"the worker cannot send back {exc}: return an array of numbers"))
+    size = wire.frame_size(buffers) - wire.HEADER.size
+    if size > limit:
+        return wire.encode(rid, ("error", f"its reply would take {size} bytes, more than the {limit} a reply to "
+                                          "this call may take"))
+    return buffers
+
+
+def _clipped(reply: tuple) -> tuple:
+    if reply[0] != "ok" and isinstance(reply[1], str) and len(reply[1]) > MAX_TEXT:
+        text = reply[1]
+        return (reply[0], f"{text[:MAX_TEXT]}... ({len(text) - MAX_TEXT} more characters)", *reply[2:])
+    return reply
+
+
+def _write_all(fd: int, buffers: list) -> None:
+    for buffer in buffers:
+        view = memoryview(buffer).cast("B")
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:  # the code under test made it non-blocking
+                os.set_blocking(fd, True)
+            except InterruptedError:
+                pass
+
+
+def _pipe_lost(what: str, exc: BaseException) -> None:
+    try:
+        os.write(2, (f"normdiff worker: could not {what} ({type(exc).__name__}: {exc}); the code under test may "
+                     "have read from, written into or closed normdiff's pipe\n").encode(errors="replace"))
+    except OSError:
+        pass
+    os._exit(wire.READ_FAILED)
+
+
+def protocol_fds() -> tuple[int, int]:
+    """The request and reply pipes, named by $NORMDIFF_WORKER_FDS (removed here), each moved out of
+    the way (the module docstring says what that does and does not prevent)."""
+    read_fd, write_fd = (int(fd) for fd in os.environ.pop(wire.FDS_ENV).split(","))
+    return _moved_high(read_fd), _moved_high(write_fd)
+
+
+def _moved_high(fd: int) -> int:
+    """`fd` duplicated to a close-on-exec fd at a random number in the upper half of the fd table
+    (at most 65536: a higher one costs the table's memory), the original closed."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = min(soft if soft != resource.RLIM_INFINITY else 1 << 16, 1 << 16)
+    low = max(64, top // 2)
+    moved = None
+    if top - low > 1:
+        try:
+            moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(top - low))
+        except OSError:  # every fd above the start taken
+            moved = None
+    if moved is None:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
 
 
 def main(argv: list[str]) -> None:
     processes.die_with_parent()
     if os.getppid() != int(os.environ.get("NORMDIFF_PARENT_PID", os.getppid())):
         return  # the parent died before we asked to die with it
-    read_fd, write_fd = int(argv[0]), int(argv[1])
+    read_fd, write_fd = protocol_fds()
     os.dup2(2, 1)  # keep implementations' prints off the protocol pipes
     sys.stdout = sys.stderr
     processes.become_subreaper()
-    serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False))
+    serve(read_fd, write_fd)
 
 
 if __name__ == "__main__":

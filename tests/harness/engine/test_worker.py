@@ -7,7 +7,7 @@ import pytest
 
 from normdiff.cases.model import Case
 from normdiff.harness.data.conventions import op_conventions
-from normdiff.harness.engine import worker
+from normdiff.harness.engine import wire, worker
 from normdiff.harness.engine.worker import changed_inputs, output_problem
 from normdiff.implementations.entry import Implementation
 
@@ -253,3 +253,33 @@ def test_an_error_points_at_the_users_code_never_at_normdiffs(tmp_path):
     except TypeError as exc:  # (its traceback without this test's own frame, as in a worker)
         said = worker._describe(exc.with_traceback(exc.__traceback__.tb_next))
     assert said.startswith("TypeError: Norm cannot be built as Cls(dim)") and "(at " not in said
+
+
+# ---- what the worker sends back --------------------------------------------------------------------
+
+RID = "ab" * 16
+
+
+def sent(buffers):
+    data = b"".join(bytes(memoryview(b).cast("B")) for b in buffers)
+    reader = wire.ReplyReader(RID, 1 << 30)
+    reader.feed(data)
+    return reader.value
+
+
+def test_a_reply_over_its_limit_is_replaced_by_an_error_before_it_crosses_the_pipe():
+    reply = sent(worker.framed(RID, ("ok", np.zeros(1000), 0.1), limit=4000))
+    assert reply[0] == "error" and reply[1].startswith("its reply would take 8") and "more than the 4000" in reply[1]
+    assert sent(worker.framed(RID, ("ok", np.zeros(10), 0.1), limit=4000))[0] == "ok"
+
+
+def test_a_value_the_protocol_does_not_carry_is_an_error_that_says_so():
+    reply = sent(worker.framed(RID, ("ok", {1, 2}, 0.1), limit=1 << 20))
+    assert reply == ("error", "the worker cannot send back a set: return an array of numbers")
+    reply = sent(worker.framed(RID, ("ok", np.zeros(2, [("a", "<f4")]), 0.1), limit=1 << 20))
+    assert reply[0] == "error" and "an array of dtype" in reply[1]
+
+
+def test_a_long_message_is_clipped_and_counted():
+    reply = sent(worker.framed(RID, ("error", "x" * (worker.MAX_TEXT + 123)), limit=wire.REPLY_SLACK))
+    assert reply[1] == "x" * worker.MAX_TEXT + "... (123 more characters)"
