@@ -271,7 +271,7 @@ def check_reply(kind: str, reply) -> tuple:
     if status != "ok":
         raise Malformed(f"its status {str(status)[:40]!r} is none a worker gives")
     if len(reply) not in (3, 4) or isinstance(reply[2], bool) or not isinstance(reply[2], (int, float)) \
-            or (len(reply) == 4 and not isinstance(reply[3], str)):
+            or (len(reply) == 4 and not _fourth_fits(kind, reply[3])):
         raise Malformed("it is not (ok, value, seconds[, note])")
     value = reply[1]
     if kind == "load":
@@ -285,6 +285,14 @@ def check_reply(kind: str, reply) -> tuple:
     if not fits:
         raise Malformed(f"its value, a {type(value).__name__}, is not what a {kind} gives")
     return reply
+
+
+def _fourth_fits(kind: str, item) -> bool:
+    """A reply's fourth item: a load's `sees` (the contract's knobs its adapter reads, or None when it
+    does not say), a call's note (a write into an input)."""
+    if kind == "load":
+        return item is None or (isinstance(item, (tuple, list)) and all(isinstance(n, str) for n in item))
+    return isinstance(item, str)
 
 
 def decode(body) -> object:
