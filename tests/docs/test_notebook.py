@@ -10,6 +10,7 @@ kernel needs to be installed anywhere). It is stored without outputs; this test'
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import re
@@ -49,10 +50,15 @@ def executed(tmp_path_factory):
     """The notebook after execution (its cells with outputs) and how long it took, in seconds."""
     folder = tmp_path_factory.mktemp("notebook")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(notebook, km=kernel_manager(folder), timeout=TIMEOUT,
+    km = kernel_manager(folder)
+    client = nbclient.NotebookClient(notebook, km=km, timeout=TIMEOUT,
                                      resources={"metadata": {"path": str(folder)}})  # run where nothing is
     start = time.perf_counter()
-    client.execute()  # raises CellExecutionError, with the cell and its traceback, on any error
+    try:
+        client.execute()  # raises CellExecutionError, with the cell and its traceback, on any error
+    finally:  # a kernel manager handed in is ours to stop: nbclient stops only the ones it makes
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     return notebook, time.perf_counter() - start
 
 
@@ -85,6 +91,17 @@ def test_it_runs_without_an_error(executed):
               if out["output_type"] == "error" or out.get("name") == "stderr" and "Traceback" in out["text"]]
     assert not errors, errors
     assert seconds < TIMEOUT
+
+
+def test_its_kernel_is_gone_once_it_ran(executed):
+    """The kernel (and the workers its run started) end with the execution: a kernel left running
+    would count as a process this test process left to every later test on its xdist worker."""
+    from normdiff import processes
+
+    deadline = time.monotonic() + 10
+    while processes.descendants(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes.descendants(os.getpid()) == []
 
 
 def facts(notebook) -> dict[str, str]:
