@@ -121,3 +121,19 @@ def test_the_implementation_carries_what_repro_needs(tmp_path):
                                  init="", weight_attr="")
     assert forced.name == "keras.ops:rms_normalization"
     assert forced.replay == ("--target", "keras.ops:rms_normalization", "--framework", "keras")
+
+
+def test_the_probe_waits_for_no_thread_or_child_the_code_leaves(fixtures_dir):
+    """Code that leaves a thread running at import (Python waits for it at exit) and forks a child
+    (which holds the probe's output open): the probe answers as soon as it has, and what the code
+    left is killed with it, also where no normdiff command adopts and kills it afterwards."""
+    import os
+    import time
+
+    from normdiff import processes
+
+    target = fixtures_dir / "hostile_modules" / "leaves_a_thread_at_import.py"
+    start = time.monotonic()
+    assert detect(f"{target}:rms_norm") == "numpy"  # its imports say mlx and tinygrad; the probe decides
+    assert time.monotonic() - start < 30
+    assert processes.descendants(os.getpid()) == []
