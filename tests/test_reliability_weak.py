@@ -30,6 +30,8 @@ matrix = _module("reliability_matrix", "test_reliability.py")
 bounded = _module("reliability_inputs", "test_reliability_inputs.py")
 Attempt, TINY, check, run_with = matrix.Attempt, matrix.TINY, matrix.check, matrix.run_with
 
+FOLDER = {"some_folder/norm.py": matrix.MYNORM}
+
 
 def seconds_taken(out: str) -> float:
     return float(re.search(r"seconds=([\d.]+)$", out).group(1))
@@ -41,6 +43,29 @@ def answered_at_once(work, out):
 
 
 ATTEMPTS = [
+    # a target that is a folder: one line, saying so
+    Attempt("target-a-folder", check("some_folder:rms_norm"), 2,
+            r"cannot run it: target 'some_folder:rms_norm': some_folder is a folder, not a Python file; give "
+            r"FILE.py:NAME \(a file in it\)", files=FOLDER),
+    Attempt("target-flag-a-folder", ["check", "--target", "some_folder", "--op", "rms_norm", "--convention", "qwen3"],
+            2, r"target 'some_folder': some_folder is a folder", files=FOLDER),
+    Attempt("run-target-a-folder", run_with("some_folder:rms_norm"), 2,
+            r"^normdiff: error: target 'some_folder:rms_norm': some_folder is a folder", "absent",
+            {**TINY, **FOLDER}),
+    # empty values: named, not read as "the current folder", "nothing" or a KeyError
+    Attempt("suite-empty", ["run", "--suite", ""], 2, r"argument --suite: an empty suite name \(''\); known: default",
+            "absent"),
+    Attempt("target-empty", check(""), 2, r"argument target: an empty target: give FILE.py:NAME"),
+    Attempt("target-flag-empty", ["check", "--target", " ", "--op", "rms_norm"], 2,
+            r"argument --target: an empty target"),
+    Attempt("run-target-empty", run_with(""), 2, r"argument --target/--with: an empty target", "absent", TINY),
+    Attempt("run-command-empty", ["run", "--suite", "tiny.toml", "--command", "", "--op", "rms_norm", "--convention",
+                                  "qwen3"], 2, r"argument --command/--with-command: an empty command", "absent", TINY),
+    Attempt("implementation-empty", ["run", "-i", ""], 2, r"argument --implementation/-i: an empty implementation "
+                                                          r"name \(''\)", "absent"),
+    Attempt("op-empty", ["check", "{H}:correct", "--op", "", "--convention", "qwen3"], 2,
+            r"argument --op: an empty op name \(''\); known: add_rms_norm"),
+    Attempt("weights-empty", ["weights", ""], 2, r"argument checkpoint: an empty path: give a .safetensors or .gguf"),
     # a thread and a child left running at import: the framework probe answers at once, and the
     # matrix finds nothing left
     Attempt("probe-leaves-a-thread-and-a-child", check("{M}/leaves_a_thread_at_import.py:rms_norm"), 0, r"AGREES",

@@ -48,7 +48,7 @@ def unknown(kind: str, text, known, listing: str | None = None) -> str:
     """The message for a name that is not known: the problem, then the fix (the nearest names; the
     whole list when short, else the command that lists it)."""
     names = sorted(str(k) for k in known)
-    message = f"unknown {kind} {text!r}"
+    message = f"unknown {kind} {text!r}" if str(text).strip() else f"an empty {kind} name ({text!r})"
     if len(names) <= LISTED_UP_TO:
         message += f"; known: {', '.join(names)}"
     close = nearest(text, names)
