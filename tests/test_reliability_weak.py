@@ -70,6 +70,12 @@ ATTEMPTS = [
     # matrix finds nothing left
     Attempt("probe-leaves-a-thread-and-a-child", check("{M}/leaves_a_thread_at_import.py:rms_norm"), 0, r"AGREES",
             then=answered_at_once),
+    # what the code returns: a masked array's masked elements are not values; a tensor subclass is a tensor
+    Attempt("returns-masked-array", check("{H}:returns_masked"), 2,
+            r"returned a masked array with \d+ of \d+ elements masked: a masked element holds no value to judge; "
+            r"return a plain array"),
+    Attempt("returns-tensor-subclass", check("{M}/torch_subclass.py:returns_subclass", "--pass", "forward"), 0,
+            r"AGREES"),
 ]
 
 

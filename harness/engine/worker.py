@@ -54,6 +54,8 @@ from pathlib import Path
 
 from dataclasses import replace
 
+import numpy as np
+
 from normdiff import processes
 from normdiff.cases import layouts
 from normdiff.harness.data.ops import CASE, OPS
@@ -216,7 +218,16 @@ def results_problem(value, results: tuple) -> str | None:
 
 
 def _readable(value, what: str):
-    """The value as a NumPy array, or what is wrong with it (a string)."""
+    """The value as a NumPy array, or what is wrong with it (a string). A masked array's masked
+    elements are not values (the data under them is whatever was there): one that masks any is
+    refused; one that masks none is its data."""
+    if isinstance(value, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(value))
+        if masked:
+            return (f"returned a masked array{' (' + what + ')' if what else ''} with {masked} of {value.size} "
+                    "elements masked: a masked element holds no value to judge; return a plain array "
+                    "(np.ma.filled(y, value) where the masked elements have one)")
+        value = np.ma.getdata(value)
     try:
         out = to_numpy(value)
     except Exception as exc:  # a tensor NumPy cannot hold (a meta device, a sparse layout, ...)
