@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ bounded = _module("reliability_inputs", "test_reliability_inputs.py")
 Attempt, TINY, check, run_with = matrix.Attempt, matrix.TINY, matrix.check, matrix.run_with
 
 FOLDER = {"some_folder/norm.py": matrix.MYNORM}
+SHOWN = 1000  # normdiff.text.SHOWN: the characters of a message shown in one place
 
 
 def seconds_taken(out: str) -> float:
@@ -40,6 +42,20 @@ def seconds_taken(out: str) -> float:
 def answered_at_once(work, out):
     """The framework probe did not wait for the thread and the child the code left (nor did the run)."""
     assert "(numpy)" in out and seconds_taken(out) < 30, out
+
+
+def clipped(work, out):
+    assert len(out) < SHOWN + 600, len(out)
+
+
+def shown_escaped(work, out):
+    """The message's newlines, bidirectional controls, NUL and lone surrogate, in every report file:
+    printable (escapes), and junit.xml well-formed."""
+    for name in ("summary.md", "report.html", "junit.xml"):
+        text = (work / "out" / name).read_text(encoding="utf-8")
+        assert not re.search("[\u202e\u2028\x00\x0b\x0c\ud800-\udfff]", text), name
+        assert "u202eline" in text and "x0b" in text, name
+    ET.fromstring((work / "out" / "junit.xml").read_bytes())
 
 
 ATTEMPTS = [
@@ -76,6 +92,12 @@ ATTEMPTS = [
             r"return a plain array"),
     Attempt("returns-tensor-subclass", check("{M}/torch_subclass.py:returns_subclass", "--pass", "forward"), 0,
             r"AGREES"),
+    # an exception's message: 5 MB, or with newlines, bidirectional controls, NUL and a lone surrogate
+    Attempt("exception-of-5-mb", check("{H}:raises_huge"), 2,
+            r"cannot run it: ValueError: x{%d}\.\.\. \(\d+ more characters\)" % (SHOWN - len("ValueError: ")),
+            then=clipped),
+    Attempt("exception-bidi-in-reports", run_with("{H}:raises_bidi"), 1, r"report written to out", "complete", TINY,
+            then=shown_escaped),
 ]
 
 

@@ -38,7 +38,7 @@ from normdiff.implementations.frameworks import FRAMEWORKS
 from normdiff.implementations.user import MISSING_OPERAND, per_head
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
-from normdiff.text import columns, general
+from normdiff.text import clipped, columns, general
 from normdiff import wording
 from normdiff.wording import against_a_budget
 
@@ -357,7 +357,7 @@ def _first_detail(rows) -> str:
     details = [d for d in rows[C.detail].astype(str) if d and d != "nan"]
     if not details:
         return "the implementation produced no output"
-    cause = next((d for d in details if not d.startswith("not run:")), details[0])
+    cause = clipped(next((d for d in details if not d.startswith("not run:")), details[0]))
     skipped = sum(d.startswith("not run:") for d in details)
     return cause + (f"; the other {skipped} calls were not made (--keep-calling makes them)" if skipped else "")
 

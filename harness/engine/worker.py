@@ -63,6 +63,7 @@ from normdiff.harness.engine import wire
 from normdiff.implementations.call_checks import changed_inputs
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.loading import load_entry, make_adapter
+from normdiff.text import clipped
 
 _adapters: dict[str, object] = {}
 
@@ -269,7 +270,8 @@ def output_problem(value) -> str | None:
     return None
 
 
-MAX_TEXT = 20_000  # the characters of a message (an error's, a reason's) sent back; the rest is counted
+MAX_TEXT = 20_000  # the characters of a message (an error's, a reason's) sent back (results.csv holds them); the
+# rest is counted. Each place a person reads one shows at most normdiff.text.SHOWN of them
 
 
 def serve(read_fd: int, write_fd: int) -> None:
@@ -303,9 +305,8 @@ def framed(rid: str, reply: tuple, limit: int) -> list:
 
 
 def _clipped(reply: tuple) -> tuple:
-    if reply[0] != "ok" and isinstance(reply[1], str) and len(reply[1]) > MAX_TEXT:
-        text = reply[1]
-        return (reply[0], f"{text[:MAX_TEXT]}... ({len(text) - MAX_TEXT} more characters)", *reply[2:])
+    if reply[0] != "ok" and isinstance(reply[1], str):
+        return (reply[0], clipped(reply[1], MAX_TEXT), *reply[2:])
     return reply
 
 
