@@ -113,6 +113,7 @@ def umask() -> int:
 
 
 CACHE_HOME_ENV = "NORMDIFF_CACHE_HOME"
+INDUCTOR_CACHE_ENV = "NORMDIFF_INDUCTOR_CACHE"  # torch inductor's cache (empty: none of ours)
 
 
 def cache_home() -> str:

@@ -9,6 +9,7 @@ tests/harness/engine/test_runner_faults.py.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -32,6 +33,8 @@ bounded = _module("reliability_inputs", "test_reliability_inputs.py")
 Attempt, TINY, check, run_with = matrix.Attempt, matrix.TINY, matrix.check, matrix.run_with
 
 FOLDER = {"some_folder/norm.py": matrix.MYNORM}
+CHECKPOINT = {"ckpt/model.safetensors": bounded.norm([1.0] * 64),
+              "ckpt/config.json": json.dumps({**bounded.CONFIG, "num_hidden_layers": 1, "head_dim": 16})}
 SHOWN = 1000  # normdiff.text.SHOWN: the characters of a message shown in one place
 
 
@@ -98,6 +101,9 @@ ATTEMPTS = [
             then=clipped),
     Attempt("exception-bidi-in-reports", run_with("{H}:raises_bidi"), 1, r"report written to out", "complete", TINY,
             then=shown_escaped),
+    # a checkpoint with its config.json: transformers' import (torch._dynamo) leaves no folder in TMPDIR
+    Attempt("weights-leave-nothing-in-tmp", ["weights", "ckpt"], 0, r"Qwen3RMSNorm expects plain \(w\)",
+            files=CHECKPOINT),
 ]
 
 
