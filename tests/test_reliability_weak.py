@@ -85,6 +85,7 @@ ATTEMPTS = [
     Attempt("op-empty", ["check", "{H}:correct", "--op", "", "--convention", "qwen3"], 2,
             r"argument --op: an empty op name \(''\); known: add_rms_norm"),
     Attempt("weights-empty", ["weights", ""], 2, r"argument checkpoint: an empty path: give a .safetensors or .gguf"),
+    Attempt("eps-nan", check("{H}:correct", "--eps", "nan"), 2, r"argument --eps: 'nan': give a finite number above 0"),
     # a thread and a child left running at import: the framework probe answers at once, and the
     # matrix finds nothing left
     Attempt("probe-leaves-a-thread-and-a-child", check("{M}/leaves_a_thread_at_import.py:rms_norm"), 0, r"AGREES",

@@ -98,6 +98,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _eps(text: str) -> float:
+    """An --eps: a finite number above 0 (nan, inf, 0 and negatives are no eps)."""
+    try:
+        return inputs.positive(float(text), "--eps")
+    except ValueError:  # not a number, or not one above 0 (a UsageError)
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0, e.g. 1e-6") from None
+
+
 def _path(what: str, noun: str = "path"):
     """An argparse type: a path, not empty (an empty --out would be the current folder; an empty
     --save-baseline or --script was dropped without a word; an empty checkpoint read the current
@@ -306,7 +314,7 @@ def _check_parser(sub) -> None:
     _user_code_options(check)
     check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
                                          "INPUT.safetensors OUTPUT.safetensors appended (docs/other-languages.md)")
-    check.add_argument("--eps", type=float, help="your model's eps: the cases that run at the convention's config "
+    check.add_argument("--eps", type=_eps, help="your model's eps: the cases that run at the convention's config "
                                                  "eps run at this one (the suite's other eps values still run)")
     _case_filters(check)
     _timeout_options(check)

@@ -26,9 +26,11 @@ import time
 from dataclasses import replace
 
 from normdiff import processes
-from normdiff.harness.data.conventions import defining, get_contract
+from normdiff.harness.data import inputs
+from normdiff.harness.data.conventions import CONVENTIONS, defining, get_contract
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.ops import get_op
+from normdiff.harness.data.names import resolve
+from normdiff.harness.data.ops import OPS, get_op
 from normdiff.implementations.calls import names_for, parse
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.frameworks import FRAMEWORKS, get_framework, graph_framework, user_frameworks
@@ -162,7 +164,20 @@ def user_implementation(target: str, op: str, convention: str, framework: str | 
                         name: str | None = None, call: str = "", init: str = "",
                         weight_attr: str = "") -> Implementation:
     """The registry entry that runs the user's target for (op, convention) in its framework's
-    worker. The templates are parsed here, so a malformed --call or --init stops before any work."""
+    worker. The templates are parsed here, so a malformed --call or --init stops before any work.
+    Every argument is checked first (UsageError naming it): a target is a string or a pathlib.Path,
+    names are read as the CLI reads them ('RMS_norm' is rms_norm)."""
+    target = inputs.path(target, "target", "FILE.py:NAME, package.module:NAME or FILE.onnx")
+    op = resolve("op", op, OPS, what="op")
+    convention = resolve("convention", convention, CONVENTIONS, "normdiff list conventions", what="convention")
+    if framework is not None:
+        framework = resolve("framework", framework, user_frameworks(), what="framework")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise UsageError(f"name must be None or the name its report rows carry (a string); got {name!r}")
+    for keyword, value in (("call", call), ("init", init), ("weight_attr", weight_attr)):
+        if not isinstance(value, str):
+            raise UsageError(f"{keyword} must be a string (a template such as 'f(x, weight, eps=eps)', or '' for "
+                             f"none); got {value!r} ({type(value).__name__})")
     record = get_op(op)
     get_contract(op, convention)  # an unknown convention or an undefined pair says so here
     for template in (call, init):
