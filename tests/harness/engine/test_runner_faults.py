@@ -277,3 +277,83 @@ def test_names_paths_and_bools_are_taken_as_the_cli_takes_them(nothing_runs, tmp
         api.run_suite(Path(__file__).resolve().parents[3] / "cases" / "suites" / "smoke.toml", [impl],
                       keep_outputs="worst", keep_calling=True, progress=lambda done, total: None, passes="forward")
 
+
+# ---- two runs in two threads --------------------------------------------------------------------------
+
+
+def _table(report):
+    from normdiff.harness.engine.columns import C
+
+    columns = [C.case_id, C.implementation, C.outcome, C.max_ulp, C.rel_l2, C.detail]
+    return report.results[columns].sort_values(columns[:2]).reset_index(drop=True)
+
+
+def test_two_runs_in_two_threads_give_what_each_gives_alone(fixtures_dir, workers_left):
+    """Each run's workers, temporary folder, results and GIL switch interval are its own: the second
+    run starts while the first runs, and the first ends while the second still runs (each one's
+    progress callback holds it until the other has got that far), the order in which a run that
+    restores what it found would leave the first one's interval behind."""
+    import sys
+
+    from normdiff.cases.suites import Suite as _Suite
+
+    first = (Suite("first", "", CASES[:2]), [fixture_impl(fixtures_dir, "correct"), fixture_impl(fixtures_dir,
+                                                                                               "eps_outside")])
+    second = (_Suite("second", "", (CASES[2], Case.of("rms_norm", "qwen3", "bfloat16", "4x128", weight="trained",
+                                                      sample=1))),
+              [fixture_impl(fixtures_dir, "doubles"), *api.select(["numpy"])])
+    alone = [_table(api.run_suite(*run, timeout=30)) for run in (first, second)]
+    interval = sys.getswitchinterval()
+    first_runs, second_runs, first_done = threading.Event(), threading.Event(), threading.Event()
+    got, failed = {}, []
+
+    def hold_first(done, total):
+        first_runs.set()
+        second_runs.wait(60)
+
+    def hold_second(done, total):
+        second_runs.set()
+        first_done.wait(60)
+
+    def run(name, args, progress, then=None):
+        try:
+            got[name] = _table(api.run_suite(*args, timeout=30, progress=progress))
+        except BaseException as exc:  # noqa: BLE001 - said below, on the test's thread
+            failed.append(exc)
+        finally:
+            if then is not None:
+                then.set()
+
+    threads = [threading.Thread(target=run, args=("first", first, hold_first, first_done))]
+    threads[0].start()
+    assert first_runs.wait(60)
+    threads.append(threading.Thread(target=run, args=("second", second, hold_second)))
+    threads[1].start()
+    for t in threads:
+        t.join(120)
+    assert not failed, failed
+    assert got["first"].equals(alone[0]) and got["second"].equals(alone[1])
+    assert sys.getswitchinterval() == interval
+    assert workers_left() == []
+
+
+def test_a_second_dask_run_in_another_thread_is_refused(correct):
+    from normdiff.harness.engine import campaign
+
+    assert campaign._IN_USE.acquire(blocking=False)  # a Dask run of another thread is under way
+    try:
+        with pytest.raises(UsageError, match="another run of this process \\(in another thread\\) is using Dask"):
+            api.run_suite(SUITE, [correct], dask="local")
+    finally:
+        campaign._IN_USE.release()
+
+
+def test_what_a_local_clusters_nannies_write_into_the_environment_reaches_no_other_runs_worker(monkeypatch):
+    from normdiff.harness.engine import campaign, pool
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    with campaign._environment_kept():
+        os.environ["OMP_NUM_THREADS"] = "1"  # as a nanny does when it starts a Dask worker
+        os.environ["__DASK_PARENT_PID"] = "1"
+        assert pool.environment()["OMP_NUM_THREADS"] == "4" and "__DASK_PARENT_PID" not in pool.environment()
+    assert os.environ["OMP_NUM_THREADS"] == "4" and pool.environment()["OMP_NUM_THREADS"] == "4"
