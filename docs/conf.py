@@ -1,4 +1,4 @@
-"""Sphinx configuration of normdiff's documentation site (`make docs`; tests/docs/test_docs_build.py
+"""Sphinx configuration of normdiff's documentation site (`make docs`; tests/docs/test_notebook.py
 builds it with -W --keep-going -n, so a warning or a broken cross-reference fails the tests).
 
 Pages are Markdown (MyST, through myst-nb, which also executes teaching.ipynb on every build); the

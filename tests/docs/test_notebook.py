@@ -1,6 +1,7 @@
 """docs/teaching.ipynb runs from top to bottom, and says what it teaches: each of the three classic bugs
 flagged by name, the right functions agreeing, the plots drawn, the report and the checks shown as
-their HTML.
+their HTML; and the documentation site builds strictly with it (the build is here, on the notebook
+executed once: executing it again in the build would double the cost of the slowest docs test).
 
 The notebook is executed as the docs build executes it (nbclient), in a kernel that runs this very
 interpreter (a kernel spec written into a temporary folder and handed to the kernel manager: no
@@ -9,6 +10,8 @@ kernel needs to be installed anywhere). It is stored without outputs; this test'
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import re
 import sys
 import time
@@ -140,3 +143,22 @@ def test_the_plots_are_drawn_from_the_run(executed):
     assert len(outputs(notebook, "image/png")) == 3  # the eps sweep, gamma's scatter, the per-head RMS
     tables = [t for t in outputs(notebook, "text/plain") if "assert_close passes" in t]
     assert len(tables) == 3  # one at-a-glance table per bug
+
+
+@pytest.mark.slow
+def test_the_docs_build_without_a_warning(executed, tmp_path):
+    """`sphinx-build -W --keep-going -n` turns every warning, a broken cross-reference or link, into a
+    failure. It builds a copy of docs/ holding the notebook as executed above, with myst-nb's own
+    execution off (`make docs` executes it); into tmp_path, never into the repository."""
+    for module in ("sphinx", "myst_nb", "furo"):
+        pytest.importorskip(module, reason="the docs extra (pip install -e '.[docs]'; make installs it)")
+    docs = tmp_path / "docs"
+    shutil.copytree(NOTEBOOK.parent, docs, ignore=shutil.ignore_patterns("_build", "*.ipynb_checkpoints"))
+    nbformat.write(executed[0], docs / NOTEBOOK.name)
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-b", "html",
+                           "-D", "nb_execution_mode=off", "-d", str(tmp_path / "doctrees"), str(docs),
+                           str(tmp_path / "html")], capture_output=True, text=True, timeout=900, check=False)
+    problems = [line for line in (done.stdout + done.stderr).splitlines() if "WARNING" in line or "ERROR" in line]
+    assert done.returncode == 0, "\n".join(problems) or done.stderr[-4000:]
+    page = (tmp_path / "html" / "teaching.html").read_text()
+    assert (tmp_path / "html" / "index.html").exists() and "<img" in page  # the plots, from the run above

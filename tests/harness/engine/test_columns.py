@@ -102,6 +102,8 @@ KEPT = {
     ("reports/markdown.py", "meta"): ("seconds", "meta.json"),
     ("reports/views/run.py", "meta"): ("seconds", "meta.json"),
     ("reports/notebook.py", "meta"): ("seconds", "meta.json"),
+    # a worker reply's array header on the wire (engine/wire.py): its dtype and shape
+    ("harness/engine/wire.py", "meta"): ("dtype shape", "an array's header in a reply's JSON part"),
     # a side-by-side's attributes (reports/worst.py side_by_side: row, column, dtype)
     ("reports/worst.py", "a"): ("dtype", "the side-by-side's case dtype"),
     ("reports/views/worst.py", "attrs"): ("dtype", "the side-by-side's case dtype"),
