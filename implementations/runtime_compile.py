@@ -46,13 +46,13 @@ import torch
 
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.contracts import Contract
+from normdiff.files import INDUCTOR_CACHE_ENV as CACHE_ENV
 from normdiff.files import cache_dir
 from normdiff.implementations import torch_own
 from normdiff.implementations.catalog import compiler_missing
 from normdiff.implementations.frameworks.torch import from_numpy as to_torch
 
 RECOMPILE_LIMIT = 100_000
-CACHE_ENV = "NORMDIFF_INDUCTOR_CACHE"
 
 
 def enable_compile_cache() -> str | None:

@@ -121,6 +121,10 @@ def locate(text: str, **how) -> UserTarget:
         _check_file(text, f"file not found: {text}", "give the graph's file")
         return _located(os.path.abspath(text), text, "", "", None, how)
     where, sep, attr = text.rpartition(":")
+    if os.path.isdir(text if not sep else where) and not (sep and where.isidentifier() and _found(where)):
+        folder = text if not sep else where
+        raise TargetError(f"target {text!r}: {folder} is a folder, not a Python file; give FILE.py:NAME (a file in "
+                          "it), or package.module:NAME with the folder that holds the package on PYTHONPATH")
     if not sep or not where or not attr or not all(part.isidentifier() for part in attr.split(".")):
         raise TargetError(f"target {text!r} is not FILE.py:NAME, package.module:NAME or FILE.onnx")
     if where.endswith(".py") or os.sep in where:
@@ -173,6 +177,17 @@ def _module_source(module: str) -> str | None:
             return None
         origin, places = found[0], [os.path.dirname(found[0])] if found[0].endswith("__init__.py") else []
     return origin if origin and origin.endswith(".py") else None
+
+
+def _found(module: str) -> bool:
+    """Whether Python finds the top-level `module` as a module or a package on its path. A folder
+    without __init__.py (a namespace package) does not count: it defines nothing of its own, so
+    `folder:NAME` names nothing in it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin is not None
 
 
 def _check_file(path: str, missing: str, fix: str) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 
 import numpy as np
@@ -469,11 +470,21 @@ def _fed(array: np.ndarray, name: str, wanted, dtype_name: str) -> np.ndarray:
 
 def probe_main(request: str) -> None:
     """Print {"framework": NAME}: the first candidate whose arrays the target takes and whose own
-    kind of array it returns, else the first it runs with, else null."""
-    asked = json.loads(request)
-    if asked.get("module") and asked.get("source"):  # a module where the parent found it (python -P)
-        put_module_on_path(asked["module"], asked["source"])
-    print(json.dumps({"framework": probe(asked["target"], asked["op"], asked["candidates"])}))
+    kind of array it returns, else the first it runs with, else null; then exit at once."""
+    from normdiff import processes
+
+    processes.die_with_parent()  # SIGKILLed with normdiff (the parent kills it, and what it left, itself)
+    status = 1
+    try:
+        asked = json.loads(request)
+        if asked.get("module") and asked.get("source"):  # a module where the parent found it (python -P)
+            put_module_on_path(asked["module"], asked["source"])
+        print(json.dumps({"framework": probe(asked["target"], asked["op"], asked["candidates"])}), flush=True)
+        status = 0
+    except BaseException:  # noqa: BLE001 - its import raised, or called sys.exit: no answer (the run says why)
+        pass
+    finally:  # now, without waiting for a thread the code left running (Python would, at exit)
+        os._exit(status)
 
 
 def probe(target: str, op: str, candidates: list[str]) -> str | None:

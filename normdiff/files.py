@@ -29,7 +29,8 @@ def atomic_write(path: str | os.PathLike, data, durable: bool = True) -> Path:
                 if durable:
                     os.fsync(fh.fileno())
         else:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            # a lone surrogate (an exception's text, a command's undecodable byte) is no UTF-8: its escape
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as fh:
                 for piece in ([data] if isinstance(data, str) else data):
                     fh.write(piece)
                 fh.flush()
@@ -112,6 +113,7 @@ def umask() -> int:
 
 
 CACHE_HOME_ENV = "NORMDIFF_CACHE_HOME"
+INDUCTOR_CACHE_ENV = "NORMDIFF_INDUCTOR_CACHE"  # torch inductor's cache (empty: none of ours)
 
 
 def cache_home() -> str:

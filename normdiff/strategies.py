@@ -49,7 +49,8 @@ from normdiff.cases.suites import BUDGETED_DTYPES, check_case_memory
 from normdiff.harness.data.conventions import CONVENTIONS
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.names import unknown
+from normdiff.harness.data.inputs import positive, whole
+from normdiff.harness.data.names import resolve, several
 from normdiff.harness.data.ops import CASE, OPS, PASSES, get_op
 
 __all__ = ["cases", "case_ids", "op_conventions", "dtypes", "shapes_for", "input_regimes", "operand_regimes",
@@ -75,35 +76,41 @@ DEFAULT_MAX_SAMPLE = 255
 
 
 def _names(given, what: str) -> tuple | None:
-    """None, one name or several: 'bfloat16' means ('bfloat16',), never its letters."""
+    """None, one name or several: 'bfloat16' means ('bfloat16',), never its letters; anything but
+    strings is a UsageError naming `what`."""
     if given is None:
         return None
-    names = (given,) if isinstance(given, str) else tuple(given)
+    names = several(given, what)
     if not names:
         raise UsageError(f"{what}: give at least one, or None for all")
     return names
 
 
 def _pair(item) -> tuple[str, str]:
+    """(op, convention) from 'op@convention' or a pair of names, each read as the CLI reads it."""
     if isinstance(item, str):
         op, sep, convention = item.partition("@")
         if not sep:
             raise UsageError(f"an op@convention pair is written 'rms_norm@qwen3', got {item!r}")
-        return op, convention
-    op, convention = item
-    return str(op), str(convention)
+    elif isinstance(item, (tuple, list)) and len(item) == 2:
+        op, convention = item
+    else:
+        raise UsageError(f"pairs holds (op, convention) pairs or 'op@convention' strings; got {item!r}")
+    return resolve("op", op, OPS, what="a pair's op"), resolve("convention", convention, CONVENTIONS, what="a pair's "
+                                                                                                           "convention")
 
 
 def allowed_pairs(op=None, convention=None, pairs=None) -> tuple[tuple[str, str], ...]:
-    """The (op, convention) pairs that `op`, `convention` (a name or several) and `pairs` (an
-    iterable of (op, convention) or 'op@convention'; None: every defined pair) allow, in PAIRS'
-    order; UsageError when none is left or a name is unknown."""
+    """The (op, convention) pairs that `op`, `convention` (a name or several, read as the CLI reads
+    them: 'Qwen3' is qwen3) and `pairs` (an iterable of (op, convention) or 'op@convention'; None:
+    every defined pair) allow, in PAIRS' order; UsageError when none is left or a name is unknown."""
     ops, conventions = _names(op, "op"), _names(convention, "convention")
-    for name in ops or ():
-        get_op(name)
-    for name in conventions or ():
-        if name not in CONVENTIONS:
-            raise UsageError(unknown("convention", name, CONVENTIONS))
+    ops = ops and tuple(resolve("op", name, OPS) for name in ops)
+    conventions = conventions and tuple(resolve("convention", name, CONVENTIONS, "normdiff list conventions")
+                                        for name in conventions)
+    if pairs is not None and (isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable)):
+        raise UsageError(f"pairs must be an iterable of (op, convention) pairs or 'op@convention' strings; got "
+                         f"{pairs!r}")
     given = None if pairs is None else {_pair(p) for p in pairs}
     out = tuple(p for p in PAIRS if (ops is None or p[0] in ops) and (conventions is None or p[1] in conventions)
                 and (given is None or p in given))
@@ -218,8 +225,12 @@ def operand_regimes(op: str, constant_per_case: bool = False) -> st.SearchStrate
 
 
 def eps_values(values: Iterable = EPS_VALUES) -> st.SearchStrategy[float | None]:
-    """eps values: None (the convention's config eps) first, then the others given."""
-    values = list(dict.fromkeys(None if v == "config" else v for v in values))
+    """eps values: None (the convention's config eps) first, then the others given (each a finite
+    number above 0)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise UsageError(f"eps must be a list of eps values (numbers, or None for the convention's own); got {values!r}")
+    values = list(dict.fromkeys(None if v is None or (isinstance(v, str) and v == "config") else positive(v, "eps")
+                                for v in values))
     if not values:
         raise UsageError("eps: give at least one value (None or 'config' for the convention's own)")
     return st.sampled_from(sorted(values, key=lambda v: v is not None))
@@ -246,7 +257,7 @@ def layouts(names=None, per_case: dict | None = None) -> st.SearchStrategy[str]:
 
 def samples(max_sample: int = DEFAULT_MAX_SAMPLE) -> st.SearchStrategy[int]:
     """A case's sample number (an independent draw of the same configuration), 0 first."""
-    return st.integers(0, max_sample)
+    return st.integers(0, whole(max_sample, "max_sample", 0))
 
 
 def _check_passes(passes) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """How normdiff writes a number for a person: the named formats every report, message and command
 uses (`number`, `precise`, `general`, `fixed`, `share`, `seconds`, `ulps`, `columns`), so that no
 module spells a format of its own; and how it prints text it was given (names, exception text,
-stderr) without letting it act on a terminal (`printable`). The sentences that compare an error
+stderr) without letting it act on a terminal (`printable`), clipped to a stated length (`clipped`). The sentences that compare an error
 with its budget are built from these in normdiff/wording.py.
 
 Pure: imports nothing from normdiff.
@@ -104,6 +104,17 @@ def printable(text, newlines: bool = True) -> str:
     text = str(text)
     keep = "\n\t" if newlines else ""
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else visible(m.group()), text)
+
+
+SHOWN = 1000  # the characters of a text normdiff was given (an exception's message) shown in one place
+
+
+def clipped(text, limit: int = SHOWN) -> str:
+    """`text` (any value, as its str) of at most `limit` characters, and what is left out counted:
+    an exception's 5 MB message is shown as its first `limit` characters, then '... (5241880 more
+    characters)'. Text within the limit comes back unchanged."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 _ESCAPE = "normdiff.escape"

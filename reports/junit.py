@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from normdiff.clock import utc_now
-from normdiff.text import fixed
+from normdiff.text import clipped, fixed, printable
 from normdiff.wording import outside_the_budget
 from normdiff.harness.data.outcomes import NOT_RUN
 from normdiff.harness.engine import verdict
@@ -46,10 +46,12 @@ _UNCARRIED = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0
 
 def _clean(text) -> str:
     """Text XML 1.0 can carry, for every name and text the document holds (names, messages, a
-    crash's stderr): the characters it cannot (NUL, ESC and the other C0 controls, lone surrogates,
-    U+FFFE/U+FFFF) are dropped, and so are DEL and the C1 controls it allows but discourages.
-    ElementTree escapes the rest (`<`, `&`, `]]>`, quotes in attributes)."""
-    return _UNCARRIED.sub("", str(text))
+    crash's stderr), shown as the terminal shows it: the control characters (NUL, ESC and the other
+    C0 controls but newlines and tabs, DEL and the C1 controls, the bidirectional overrides, lone
+    surrogates) as escapes (normdiff.text.printable: `\x00`, `\u202e`), and what XML still cannot
+    carry (U+FFFE, U+FFFF) dropped. ElementTree escapes the rest (`<`, `&`, `]]>`, quotes in
+    attributes)."""
+    return _UNCARRIED.sub("", printable(text))
 
 
 def _seconds(rows: list[Row]) -> float:
@@ -85,7 +87,7 @@ def testcases(results: pd.DataFrame) -> list[dict]:
         ran = worst_first.get(key)
         if not ran:
             unavailable = [r for r, o in zip(rows, outcomes) if o == "unavailable"]
-            reason = str(unavailable[0].detail) if unavailable else "nothing to run"
+            reason = clipped(unavailable[0].detail) if unavailable else "nothing to run"
             case.update(status="skipped", message=reason or "unavailable")
         elif verdict.expects_failure(kind):
             _mutant(case, ran, op, convention)

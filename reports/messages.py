@@ -12,7 +12,7 @@ from normdiff import wording
 from normdiff.harness.engine import columns
 from normdiff.harness.engine.columns import C, Row
 from normdiff.harness.engine.tables import repro_command
-from normdiff.text import number, ulps
+from normdiff.text import clipped, number, ulps
 
 
 # the columns of a row that figures, headline, detail and message read
@@ -54,8 +54,10 @@ def headline(row) -> str:
 
 
 def detail(row) -> str:
+    """The row's detail as a report shows it: at most normdiff.text.SHOWN characters (results.csv
+    holds what the worker sent back)."""
     text = _or(columns.row(row).detail, "")
-    return "" if text != text else str(text)  # NaN read back from CSV: no detail
+    return "" if text != text else clipped(text)  # NaN read back from CSV: no detail
 
 
 def diagnosis(row) -> str:

@@ -69,6 +69,12 @@ def test_examples():
     assert text.ulps(43.5625) == "43.6 ulp" and text.ulps(121.375, 4) == "121.4 ulp"
 
 
+def test_clipped_keeps_a_stated_length_and_counts_the_rest():
+    assert text.clipped("x" * text.SHOWN) == "x" * text.SHOWN
+    assert text.clipped("y" * (5 << 20)) == "y" * text.SHOWN + f"... ({(5 << 20) - text.SHOWN} more characters)"
+    assert text.clipped("abcdef", 3) == "abc... (3 more characters)" and text.clipped(12345, 2) == "12... (3 more characters)"
+
+
 def test_columns_are_right_aligned_with_their_digits():
     values = [0.123456, -1.23456, float("nan"), float("inf"), 3]
     assert text.columns(values, 10, 4) == " ".join(f"{v:>10.4g}" for v in values)

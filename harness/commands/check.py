@@ -26,7 +26,9 @@ from normdiff.harness.analysis import answer, diagnosis
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
+from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import several
 from normdiff.harness.data.outcomes import FAILED_TO_RUN, OUTCOMES, PASSING
 from normdiff.harness.engine import columns as table_columns
 from normdiff.harness.engine.columns import C
@@ -38,7 +40,7 @@ from normdiff.implementations.frameworks import FRAMEWORKS
 from normdiff.implementations.user import MISSING_OPERAND, per_head
 from normdiff.reports import messages
 from normdiff.reports import worst as sides
-from normdiff.text import columns, general
+from normdiff.text import clipped, columns, general
 from normdiff import wording
 from normdiff.wording import against_a_budget
 
@@ -108,8 +110,8 @@ def check_suite(suite: str | suites.Suite, op: str, convention: str, eps: float 
     their own eps elsewhere. `dtypes` and `regimes` select (a regime by its full name,
     tiny_rms:1e-3, or its family, tiny_rms); a value no case has is a usage error that lists the
     ones there are."""
-    dtypes, regimes = _names(dtypes), _names(regimes)
-    full = suite if isinstance(suite, suites.Suite) else suites.load(suite)
+    dtypes, regimes = several(dtypes, "dtypes"), several(regimes, "regimes")
+    full = api.check_suite(suite)
     of_op = [c for c in full.cases if c.op == op]
     if not of_op:
         raise UsageError(f"suite {full.name!r} has no {op} cases")
@@ -245,11 +247,6 @@ def _how_called(impl: Implementation, cases: suites.Suite) -> str:
             "the caller's norm as a function of the whole row and num_heads)")
 
 
-def _names(given) -> tuple:
-    """One name or several: `dtypes="bfloat16"` means ("bfloat16",), never its letters."""
-    return (given,) if isinstance(given, str) else tuple(given or ())
-
-
 def _known(what: str, asked: set, there: set, suite: str) -> None:
     unknown = sorted(asked - there)
     if unknown:
@@ -257,10 +254,31 @@ def _known(what: str, asked: set, there: set, suite: str) -> None:
                          f"it has: {', '.join(sorted(there))}")
 
 
+def check_arguments(impl, timeout, eps, dtypes, regimes, keep_calling, passes, one_convention: bool = True) -> None:
+    """check's (and identify's) arguments, each checked before any work: a UsageError names the
+    argument, what it got and what it takes."""
+    if not isinstance(impl, Implementation):
+        raise UsageError("impl must be an Implementation, e.g. usercode.user_implementation('my_norm.py:rms_norm', "
+                         f"'rms_norm', 'qwen3'); got {impl!r} ({type(impl).__name__})")
+    if one_convention and len(impl.op_conventions) != 1:
+        raise UsageError(f"check judges an implementation of one op under one convention; {impl.name} implements "
+                         f"{len(impl.op_conventions)}: give usercode.user_implementation(TARGET, OP, CONVENTION)")
+    api.check_timeout(timeout)
+    if eps is not None:
+        inputs.positive(eps, "eps")
+    several(dtypes, "dtypes")
+    several(regimes, "regimes")
+    inputs.flag(keep_calling, "keep_calling")
+    api.check_passes(passes)
+
+
 def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, eps: float | None = None,
           dtypes=(), regimes=(), keep_calling: bool = False, passes: str = "both") -> CheckResult:
     """`passes`: "forward", "backward" or "both", of those the implementation runs (an explicit
-    backward runs only the backward pass; a forward in a framework without autograd only the forward)."""
+    backward runs only the backward pass; a forward in a framework without autograd only the forward).
+    `suite`: a name, a path to a .toml file (a string or a pathlib.Path) or a Suite. Every argument
+    is checked before any work (UsageError)."""
+    check_arguments(impl, timeout, eps, dtypes, regimes, keep_calling, passes)
     ((op, convention),) = impl.op_conventions
     cases, skipped, notes = check_cases(impl, suite, op, convention, eps, dtypes, regimes, passes)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling, diagnose=False)
@@ -357,7 +375,7 @@ def _first_detail(rows) -> str:
     details = [d for d in rows[C.detail].astype(str) if d and d != "nan"]
     if not details:
         return "the implementation produced no output"
-    cause = next((d for d in details if not d.startswith("not run:")), details[0])
+    cause = clipped(next((d for d in details if not d.startswith("not run:")), details[0]))
     skipped = sum(d.startswith("not run:") for d in details)
     return cause + (f"; the other {skipped} calls were not made (--keep-calling makes them)" if skipped else "")
 

@@ -10,15 +10,20 @@ downloaded), and each norm module's class is looked up in the HF family table
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import shutil
 import struct
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from normdiff.files import INDUCTOR_CACHE_ENV, cache_dir
 from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
 from normdiff.text import byte_size
@@ -326,16 +331,18 @@ def holders(checkpoint: str | Path) -> tuple[dict[str, Holder], str]:
     if is_gguf(checkpoint) or not os.path.lexists(folder / "config.json"):
         return {}, ""
     check_config(folder / "config.json")
-    import torch
-    import transformers
+    with _compile_cache_not_in_tmp():
+        import torch
+        import transformers
 
-    try:
-        config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
-        with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(config)
-    except Exception as exc:  # an unknown model type, a config this transformers cannot build
-        raise UsageError(f"{folder / 'config.json'}: transformers {transformers.__version__} cannot build its model "
-                         f"({type(exc).__name__}: {exc}); without a config.json the norms are found by name") from None
+        try:
+            config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
+            with torch.device("meta"):
+                model = transformers.AutoModelForCausalLM.from_config(config)
+        except Exception as exc:  # an unknown model type, a config this transformers cannot build
+            raise UsageError(f"{folder / 'config.json'}: transformers {transformers.__version__} cannot build its "
+                             f"model ({type(exc).__name__}: {exc}); without a config.json the norms are found by "
+                             "name") from None
     classes = norm_classes()
     out = {}
     for path, module in model.named_modules():
@@ -344,6 +351,27 @@ def holders(checkpoint: str | Path) -> tuple[dict[str, Holder], str]:
             op, convention = classes.get(cls, ("", ""))
             out[f"{path}.weight"] = Holder(path, cls, op, convention, _offset(op, convention))
     return out, str(getattr(config, "model_type", ""))
+
+
+@contextlib.contextmanager
+def _compile_cache_not_in_tmp():
+    """Importing torch._dynamo (transformers does) makes torch inductor's cache folder, by default
+    TMPDIR/torchinductor_USER, and leaves it there, though nothing is compiled here. Unless the
+    user chose it ($TORCHINDUCTOR_CACHE_DIR) or torch was imported already, it is normdiff's own
+    compile cache while the block runs (the one the workers' torch.compile uses), else a
+    temporary folder removed after it; $TORCHINDUCTOR_CACHE_DIR is then as it was."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ or "torch._dynamo" in sys.modules:
+        yield
+        return
+    path = cache_dir(INDUCTOR_CACHE_ENV, "inductor")
+    scratch = None if path else tempfile.mkdtemp(prefix="normdiff-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path or scratch
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)  # torch's import set it to the same folder
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def norm_classes() -> dict[str, tuple[str, str]]:

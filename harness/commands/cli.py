@@ -98,18 +98,30 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _path(what: str):
+def _eps(text: str) -> float:
+    """An --eps: a finite number above 0 (nan, inf, 0 and negatives are no eps)."""
+    try:
+        return inputs.positive(float(text), "--eps")
+    except ValueError:  # not a number, or not one above 0 (a UsageError)
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0, e.g. 1e-6") from None
+
+
+def _path(what: str, noun: str = "path"):
     """An argparse type: a path, not empty (an empty --out would be the current folder; an empty
-    --save-baseline or --script was dropped without a word)."""
+    --save-baseline or --script was dropped without a word; an empty checkpoint read the current
+    folder). With `noun` "target" or "command", nor only spaces: an empty target names no code."""
     def parse(text: str) -> str:
-        if not text:
-            raise argparse.ArgumentTypeError(f"an empty path: give {what}")
+        if not (text if noun == "path" else text.strip()):
+            raise argparse.ArgumentTypeError(f"an empty {noun}: give {what}")
         return text
-    parse.__name__ = "path"
+    parse.__name__ = noun
     return parse
 
 
 _FOLDER = _path("a folder name, e.g. --out report")
+_TARGET = _path("FILE.py:NAME, package.module:NAME or FILE.onnx", "target")
+_COMMAND = _path("the program to run and its arguments, e.g. --command './my_norm --fast'", "command")
+_CHECKPOINT = _path("a .safetensors or .gguf file, or a checkpoint's folder")
 
 
 def _known(kind: str):
@@ -249,10 +261,10 @@ def _run_parser(sub) -> None:
                      help="also run the runtimes of the full tier (keras, tinygrad, torch.compile, an HF export "
                           "through onnxruntime), whose imports and compilations would more than double the "
                           "default run (normdiff list implementations shows each one's tier)")
-    run.add_argument("--target", "--with", action=_With, dest="target", metavar="TARGET",
+    run.add_argument("--target", "--with", action=_With, dest="target", metavar="TARGET", type=_TARGET,
                      help="also run your implementation (as for check; repeatable): --op and --convention, and "
                           "--call / --init / --framework / --weight-attr, follow it (--with: old spelling)")
-    run.add_argument("--command", "--with-command", action=_With, dest="command", metavar="CMD",
+    run.add_argument("--command", "--with-command", action=_With, dest="command", metavar="CMD", type=_COMMAND,
                      help="also run an implementation in any language (as check --command; repeatable; "
                           "--with-command: old spelling)")
     run.add_argument("--op", action=_ForWith, type=_name("op"), help="the op of the --target before it")
@@ -271,9 +283,9 @@ def _repro_parser(sub) -> None:
     which = repro.add_mutually_exclusive_group(required=True)
     which.add_argument("--implementation", "-i", metavar="NAME", type=_name("implementation"),
                        help="registered implementation")
-    which.add_argument("--target", help="your implementation, as for check (FILE.py:NAME, package.module:NAME, "
-                                        "FILE.onnx)")
-    which.add_argument("--command", help="an external command, as for check --command")
+    which.add_argument("--target", type=_TARGET,
+                       help="your implementation, as for check (FILE.py:NAME, package.module:NAME, FILE.onnx)")
+    which.add_argument("--command", type=_COMMAND, help="an external command, as for check --command")
     repro.add_argument("--op", type=_name("op"), help="the case's op (optional: the case id says it)")
     repro.add_argument("--convention", type=_name("convention"),
                        help="the case's convention (optional: the case id says it)")
@@ -288,10 +300,10 @@ def _repro_parser(sub) -> None:
 def _check_parser(sub) -> None:
     check = _sub(sub, "check", "judge your own implementation and diagnose its bug",
                  "normdiff check my_norm.py:rms_norm --op rms_norm --convention qwen3")
-    check.add_argument("target", nargs="?", help="FILE.py:NAME, package.module:NAME (a function, a module class or "
-                                                 "a graph factory) or FILE.onnx (or give it as --target)")
-    check.add_argument("--target", dest="target_flag", metavar="TARGET", help="the same as the positional TARGET "
-                       "(the spelling run, repro, fuzz and model take)")
+    check.add_argument("target", nargs="?", type=_TARGET, help="FILE.py:NAME, package.module:NAME (a function, a "
+                       "module class or a graph factory) or FILE.onnx (or give it as --target)")
+    check.add_argument("--target", dest="target_flag", metavar="TARGET", type=_TARGET, help="the same as the "
+                       "positional TARGET (the spelling run, repro, fuzz and model take)")
     check.add_argument("--op", required=True, type=_name("op"), help=", ".join(OPS))
     check.add_argument("--convention", "-c", type=_name("convention"),
                        help="the convention it claims (normdiff list conventions). Without it, check identifies "
@@ -302,7 +314,7 @@ def _check_parser(sub) -> None:
     _user_code_options(check)
     check.add_argument("--command", help="an implementation in any language: a command normdiff runs with "
                                          "INPUT.safetensors OUTPUT.safetensors appended (docs/other-languages.md)")
-    check.add_argument("--eps", type=float, help="your model's eps: the cases that run at the convention's config "
+    check.add_argument("--eps", type=_eps, help="your model's eps: the cases that run at the convention's config "
                                                  "eps run at this one (the suite's other eps values still run)")
     _case_filters(check)
     _timeout_options(check)
@@ -335,10 +347,11 @@ def _explain_parser(sub) -> None:
 def _weights_parser(sub) -> None:
     wts = _sub(sub, "weights", "a checkpoint's norm weights: statistics, storage (w or 1 + w), and what a "
                                "conversion did to them", "normdiff weights model/ --against original/")
-    wts.add_argument("checkpoint", help="a .safetensors file or a folder of them (with its config.json, the "
-                                        "model's classes say which storage each norm expects)")
-    wts.add_argument("--against", metavar="ORIGINAL", help="the checkpoint it was converted from: each norm "
-                     "tensor's fold (+1, +2, missing, where none belongs) is judged; exit 1 when one is wrong")
+    wts.add_argument("checkpoint", type=_CHECKPOINT, help="a .safetensors file or a folder of them (with its "
+                     "config.json, the model's classes say which storage each norm expects)")
+    wts.add_argument("--against", metavar="ORIGINAL", type=_CHECKPOINT, help="the checkpoint it was converted from: "
+                     "each norm tensor's fold (+1, +2, missing, where none belongs) is judged; exit 1 when one is "
+                     "wrong")
     _json_option(wts)
 
 
@@ -664,10 +677,10 @@ def _fuzz_parser(sub) -> None:
     fz.add_argument("--implementation", "-i", action="append", dest="implementations", default=[], metavar="NAME",
                     type=_name("implementation"),
                     help="a registered implementation to fuzz (repeatable; normdiff list implementations)")
-    fz.add_argument("--target", "--with", dest="target", action=_Store, metavar="TARGET", help="your "
+    fz.add_argument("--target", "--with", dest="target", action=_Store, metavar="TARGET", type=_TARGET, help="your "
                     "implementation, as for check (FILE.py:NAME, package.module:NAME, FILE.onnx): give --op and "
                     "--convention (--with: old spelling)")
-    fz.add_argument("--command", "--with-command", dest="command", action=_Store, metavar="CMD",
+    fz.add_argument("--command", "--with-command", dest="command", action=_Store, metavar="CMD", type=_COMMAND,
                     help="an implementation in any language, as check --command (--with-command: old spelling)")
     fz.add_argument("--op", type=_name("op"), help="the op (for --target: its op; for -i: only this op)")
     fz.add_argument("--convention", "-c", type=_name("convention"),

@@ -46,6 +46,7 @@ from normdiff.files import cache_dir
 from normdiff.interrupts import SIGNALS, Interrupted
 from normdiff.harness.data import inputs
 from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.names import several
 from normdiff.harness.data.ops import PASSES
 from normdiff.harness.data.outcomes import OUTCOMES
 from normdiff.text import number, seconds
@@ -351,6 +352,8 @@ def fuzz(impls: list[Implementation], *, op: str | None = None, convention: str 
     if not impls:
         raise UsageError("nothing to fuzz: give -i NAME or --target TARGET --op OP --convention CONV")
     check_options(max_time=max_time, max_examples=max_examples, shrink_time=shrink_time, timeout=timeout, seed=seed)
+    inputs.flag(database, "database")
+    dtypes, regimes = several(dtypes, "dtypes"), several(regimes, "regimes")
     if max_time is None and max_examples is None:
         max_time = DEFAULT_MAX_TIME
     chosen_passes = passes_for(impls, passes)

@@ -164,10 +164,11 @@ def identify(impl: Implementation, suite: str = "default", timeout: float = 60.0
              target: str = "") -> Identification:
     """Check `impl` (usercode.identifying_implementation: one Implementation of every convention
     that defines its op) under each of its conventions in one run; the keywords are check's."""
+    check.check_arguments(impl, timeout, eps, dtypes, regimes, keep_calling, passes, one_convention=False)
     start = time.perf_counter()
     op = next(iter(impl.op_conventions))[0]
     conventions = [name for name in defining(op) if (op, name) in impl.op_conventions]
-    full, cases, skipped, notes = suites.load(suite), [], {}, {}
+    full, cases, skipped, notes = api.check_suite(suite), [], {}, {}
     for name in conventions:
         one, skipped[name], notes[name] = check.check_cases(impl, full, op, name, eps, dtypes, regimes, passes)
         cases += one.cases

@@ -27,6 +27,38 @@ class Checker:
     def __init__(self, suite: str = "default", timeout: float = 60.0):
         self.suite, self.timeout = suite, timeout
 
+    def _options(self, said: str, op, convention, framework, call_: str, init: str, weight_attr: str, timeout,
+                 dtype, regimes, **more) -> tuple:
+        """The keywords every check and fuzz takes, checked before any work as the CLI checks its
+        options (a name read as the CLI reads it: 'RMS_norm' is rms_norm): (op, convention,
+        framework, timeout, dtype, regimes); a wrong one fails the test with `said` (what cannot be
+        done to which target), which keyword, what it got and what it takes. `more`: the call's own
+        keywords, by name, that must be True or False."""
+        from normdiff.harness.data import inputs, names
+        from normdiff.harness.data.conventions import CONVENTIONS
+        from normdiff.harness.data.errors import UsageError
+        from normdiff.harness.data.ops import OPS
+        from normdiff.implementations.frameworks import user_frameworks
+
+        try:
+            op = names.resolve("op", op, OPS, what="op")
+            if convention is not None:
+                convention = names.resolve("convention", convention, CONVENTIONS, "normdiff list conventions",
+                                           what="convention")
+            if framework is not None:
+                framework = names.resolve("framework", framework, user_frameworks(), what="framework")
+            for keyword, value in (("call", call_), ("init", init), ("weight_attr", weight_attr)):
+                if not isinstance(value, str):
+                    raise UsageError(f"{keyword} must be a string (a template such as 'f(x, weight, eps=eps)', or "
+                                     f"'' for none); got {value!r} ({type(value).__name__})")
+            for keyword, value in more.items():
+                inputs.flag(value, keyword)
+            timeout = inputs.seconds(timeout, "timeout") if timeout is not None else None
+            dtype, regimes = names.several(dtype, "dtype"), names.several(regimes, "regimes")
+        except UsageError as exc:
+            _fail(f"{said}: {exc}")
+        return op, convention, framework, timeout, dtype, regimes
+
     def check(self, fn, op: str, convention: str | None = None, suite: str | None = None,
               framework: str | None = None, eps: float | None = None, call: str = "", init: str = "",
               weight_attr: str = "", dtype=(), regimes=(), timeout: float | None = None, dtypes=None):
@@ -45,11 +77,13 @@ class Checker:
             _fail("normdiff.check needs convention=, the convention your code claims (e.g. convention='qwen3'), so "
                   "that the test fails if it drifts to another; to find the ones it agrees with, run: normdiff check "
                   f"TARGET --op {op} (without --convention)")
-        dtype = _dtype(dtype, dtypes)
         try:
-            target = fn if isinstance(fn, str) else target_of(fn)
+            target = _target(fn)
         except TypeError as exc:
             _fail(f"normdiff cannot check {fn!r}: {exc}")
+        op, convention, framework, timeout, dtype, regimes = self._options(
+            f"normdiff cannot run {_shown(target)}", op, convention, framework, call, init, weight_attr, timeout,
+            _dtype(dtype, dtypes), regimes)
         try:
             impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
                                                 weight_attr=weight_attr)
@@ -75,16 +109,20 @@ class Checker:
         from normdiff.harness.commands import fuzz, usercode
         from normdiff.harness.data.errors import UsageError
 
-        dtype = _dtype(dtype, dtypes)
         try:
-            target = fn if isinstance(fn, str) else target_of(fn)
+            target = _target(fn)
         except TypeError as exc:
             _fail(f"normdiff cannot fuzz {fn!r}: {exc}")
+        op, convention, framework, timeout, dtype, regimes = self._options(
+            f"normdiff cannot fuzz {_shown(target)}", op, convention, framework, call, init, weight_attr, timeout,
+            _dtype(dtype, dtypes), regimes, database=database)
+        if convention is None:
+            _fail("normdiff.fuzz needs convention=, the convention your code claims (e.g. convention='qwen3')")
         limits = {k: v for k, v in (("max_rows", max_rows), ("max_width", max_width)) if v is not None}
         try:
             impl = usercode.user_implementation(target, op, convention, framework, call=call, init=init,
                                                 weight_attr=weight_attr)
-            result = fuzz.fuzz([impl], dtypes=_names(dtype), regimes=_names(regimes), passes=passes,
+            result = fuzz.fuzz([impl], dtypes=dtype, regimes=regimes, passes=passes,
                                max_examples=max_examples, max_time=max_time, seed=seed,
                                timeout=timeout or min(self.timeout, fuzz.DEFAULT_TIMEOUT), database=database,
                                **limits)
@@ -122,9 +160,15 @@ def _shown(target: str) -> str:
     return target if relative.startswith("..") else f"{relative}:{name}"
 
 
-def _names(given) -> tuple:
-    """One name or several: dtypes="bfloat16" means ("bfloat16",)."""
-    return (given,) if isinstance(given, str) else tuple(given or ())
+def _target(fn) -> str:
+    """The target string of what a test hands check or fuzz: a target string or a path object
+    (a graph's .onnx file) as it is, a function or a class by where it is defined (target_of)."""
+    if isinstance(fn, (str, os.PathLike)):
+        given = os.fspath(fn)
+        if not isinstance(given, str) or not given.strip():
+            raise TypeError("an empty target: pass the function itself or a target string 'FILE.py:NAME'")
+        return given
+    return target_of(fn)
 
 
 def target_of(fn) -> str:

@@ -18,13 +18,19 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import replace
 
-from normdiff.harness.data.conventions import defining, get_contract
+from normdiff import processes
+from normdiff.harness.data import inputs
+from normdiff.harness.data.conventions import CONVENTIONS, defining, get_contract
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.ops import get_op
+from normdiff.harness.data.names import resolve
+from normdiff.harness.data.ops import OPS, get_op
 from normdiff.implementations.calls import names_for, parse
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.frameworks import FRAMEWORKS, get_framework, graph_framework, user_frameworks
@@ -34,6 +40,7 @@ __all__ = ["TargetError", "detect_framework", "identifying_implementation", "loc
            "user_implementation"]
 
 PROBE_TIMEOUT = 120.0  # seconds the one-call probe may take (it imports the target's frameworks)
+PROBE_REPLY_BYTES = 4096  # the end of its output that is read: its answer is the last line
 
 
 def _framework_of_module(dotted: str) -> str | None:
@@ -121,19 +128,34 @@ def _framework_of_class(tree: ast.Module, name: str, imports: dict[str, str]) ->
 def probe(target: UserTarget, op: str, candidates: list[str]) -> str:
     """Call the target once in a separate process with each candidate framework's arrays (then
     NumPy's); the first that runs and returns its own kind of array wins, else the first that runs.
-    A target that runs with none is given the first candidate: the run then says what it raised."""
+    A target that runs with none is given the first candidate: the run then says what it raised.
+
+    The probe runs in a session of its own and is waited for by its exit, never by its output's
+    end: a thread the code leaves running at import does not hold it (it exits at once once it has
+    answered), a child it forked (which keeps the output open) does not either, and whatever it
+    left is killed with it, as a worker's is. PROBE_TIMEOUT bounds the whole."""
     installed = [c for c in candidates if FRAMEWORKS[c].modules and
                  all(importlib.util.find_spec(m) is not None for m in FRAMEWORKS[c].modules)]
     order = installed + ["numpy"]
     request = json.dumps({"target": target.text, "op": op, "candidates": order, "module": target.module,
                           "source": target.source})
     code = "import sys; from normdiff.implementations.user import probe_main; probe_main(sys.argv[1])"
-    try:  # -P: as in a worker, no numpy.py or normdiff.py in the current folder is imported
-        proc = subprocess.run([sys.executable, "-P", "-c", code, request], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT)
-        lines = proc.stdout.strip().splitlines()
+    with tempfile.TemporaryFile(prefix="normdiff-probe-") as out:  # unlinked at once: nothing is left
+        # -P: as in a worker, no numpy.py or normdiff.py in the current folder is imported
+        proc = subprocess.Popen([sys.executable, "-P", "-c", code, request], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + PROBE_TIMEOUT
+            while not processes.exited(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:  # its group and everything below it, whatever the code started (collected after)
+            processes.kill_tree(proc.pid)
+            proc.wait()
+        out.seek(max(0, out.seek(0, os.SEEK_END) - PROBE_REPLY_BYTES))
+        lines = out.read().decode(errors="replace").strip().splitlines()
+    try:
         chosen = json.loads(lines[-1])["framework"] if proc.returncode == 0 and lines else None
-    except (subprocess.TimeoutExpired, json.JSONDecodeError, KeyError):
+    except (json.JSONDecodeError, KeyError, TypeError):
         chosen = None
     return chosen if chosen in FRAMEWORKS else order[0]
 
@@ -142,7 +164,20 @@ def user_implementation(target: str, op: str, convention: str, framework: str | 
                         name: str | None = None, call: str = "", init: str = "",
                         weight_attr: str = "") -> Implementation:
     """The registry entry that runs the user's target for (op, convention) in its framework's
-    worker. The templates are parsed here, so a malformed --call or --init stops before any work."""
+    worker. The templates are parsed here, so a malformed --call or --init stops before any work.
+    Every argument is checked first (UsageError naming it): a target is a string or a pathlib.Path,
+    names are read as the CLI reads them ('RMS_norm' is rms_norm)."""
+    target = inputs.path(target, "target", "FILE.py:NAME, package.module:NAME or FILE.onnx")
+    op = resolve("op", op, OPS, what="op")
+    convention = resolve("convention", convention, CONVENTIONS, "normdiff list conventions", what="convention")
+    if framework is not None:
+        framework = resolve("framework", framework, user_frameworks(), what="framework")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise UsageError(f"name must be None or the name its report rows carry (a string); got {name!r}")
+    for keyword, value in (("call", call), ("init", init), ("weight_attr", weight_attr)):
+        if not isinstance(value, str):
+            raise UsageError(f"{keyword} must be a string (a template such as 'f(x, weight, eps=eps)', or '' for "
+                             f"none); got {value!r} ({type(value).__name__})")
     record = get_op(op)
     get_contract(op, convention)  # an unknown convention or an undefined pair says so here
     for template in (call, init):

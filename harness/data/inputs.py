@@ -13,7 +13,9 @@ the callers' to word (they know the format); a nesting deeper than Python's pars
 Every refusal is a UsageError (exit 2) of one line: the file, the problem, the fix.
 
 The numbers: a time limit in seconds (`seconds`: finite, above 0, at most MAX_SECONDS), a seed
-(`seed`: 0 .. MAX_SEED, the range every seed normdiff draws itself is in) and a count (`whole`).
+(`seed`: 0 .. MAX_SEED, the range every seed normdiff draws itself is in), a count (`whole`) and an
+eps (`positive`). The other arguments of the Python API: a yes-or-no (`flag`: True or False, never
+'yes' or 1) and a path or name given as a string or a pathlib.Path (`path`).
 
 Pure but for reading the files it is asked to: imports nothing from normdiff but the UsageError
 and normdiff.text's byte sizes.
@@ -191,3 +193,30 @@ def whole(value, what: str, least: int = 1, most: int | None = None) -> int:
 def seed(value, what: str = "seed") -> int:
     """A seed: a whole number from 0 to MAX_SEED."""
     return whole(value, what, 0, MAX_SEED)
+
+
+def positive(value, what: str) -> float:
+    """A finite number above 0 (an eps: 0 or NaN would divide by zero or poison every case)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{what} must be a finite number above 0, e.g. 1e-6; got {value!r}")
+    return float(value)
+
+
+def flag(value, what: str) -> bool:
+    """A yes-or-no of the Python API: True or False itself ('yes', 1 or None would be read as one)."""
+    if not isinstance(value, bool):
+        raise UsageError(f"{what} must be True or False; got {value!r} ({type(value).__name__})")
+    return value
+
+
+def path(value, what: str, example: str) -> str:
+    """A path or a name, given as a string or a path object (pathlib.Path): its text; an empty one,
+    bytes or anything else is refused with `example` (what to give)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be {example} (a string or a pathlib.Path); got {value!r} "
+                         f"({type(value).__name__})")
+    if not value.strip():
+        raise UsageError(f"{what} is empty: give {example}")
+    return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 
 from normdiff.harness.data.errors import UsageError
 
@@ -48,7 +49,7 @@ def unknown(kind: str, text, known, listing: str | None = None) -> str:
     """The message for a name that is not known: the problem, then the fix (the nearest names; the
     whole list when short, else the command that lists it)."""
     names = sorted(str(k) for k in known)
-    message = f"unknown {kind} {text!r}"
+    message = f"unknown {kind} {text!r}" if str(text).strip() else f"an empty {kind} name ({text!r})"
     if len(names) <= LISTED_UP_TO:
         message += f"; known: {', '.join(names)}"
     close = nearest(text, names)
@@ -59,9 +60,29 @@ def unknown(kind: str, text, known, listing: str | None = None) -> str:
     return message
 
 
-def resolve(kind: str, text, known, listing: str | None = None) -> str:
-    """The known name `text` means; a UsageError naming the nearest ones when there is none."""
+def resolve(kind: str, text, known, listing: str | None = None, what: str | None = None) -> str:
+    """The known name `text` means; a UsageError naming the nearest ones when there is none, and
+    naming `what` (the parameter; default: the kind) when it is no string at all."""
+    if not isinstance(text, str):
+        example = min(map(str, known), key=len, default="")
+        raise UsageError(f"{what or kind} must be {'an' if kind[:1] in 'aeiou' else 'a'} {kind} name (a string), e.g. "
+                         f"{example!r}; got {text!r} ({type(text).__name__})")
     name = canonical(text, known)
     if name is None:
         raise UsageError(unknown(kind, text, known, listing))
     return name
+
+
+def several(given, what: str) -> tuple[str, ...]:
+    """Names given as one or several: None or () none, 'bfloat16' one (never its letters), a list,
+    a tuple or another iterable of strings each; anything else is a UsageError naming `what`."""
+    if given is None:
+        return ()
+    items = (given,) if isinstance(given, str) else given
+    if isinstance(items, (bytes, dict)) or not isinstance(items, Iterable):
+        items = None
+    else:
+        items = tuple(items)
+    if items is None or not all(isinstance(n, str) for n in items):
+        raise UsageError(f"{what} must be a name or a list of names (strings); got {given!r} ({type(given).__name__})")
+    return items

@@ -24,13 +24,14 @@ import functools
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
 from normdiff import processes
 from normdiff.cases.suites import Suite
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.engine import judge, runner
+from normdiff.harness.engine import judge, pool, runner
 from normdiff.implementations.entry import Implementation
 from normdiff.interrupts import as_interrupted
 from normdiff.text import general
@@ -77,26 +78,41 @@ def _distributed():
     return distributed
 
 
+# One Dask run at a time in a process: a LocalCluster's nannies write their environment into the
+# process's os.environ, which each run restores as it found it, and dask.config.set changes the
+# process's configuration: two runs in two threads would each restore a mix of both.
+_IN_USE = threading.Lock()
+IN_USE = ("another run of this process (in another thread) is using Dask: Dask's configuration, and the "
+          "environment a LocalCluster's nannies write, are the whole process's; run them one after the other, "
+          "or in separate processes")
+
+
 @contextlib.contextmanager
 def connect(address: str, n_workers: int | None = None):
     """A Client of the cluster at `address` ("local": a LocalCluster of `n_workers` processes,
     default one per CPU), closed on the way out, also on Ctrl-C. An address that cannot be reached,
-    or a cluster without a worker, is a UsageError that names it, raised before any work."""
+    or a cluster without a worker, is a UsageError that names it, raised before any work; so is a
+    second Dask run while one runs in another thread of this process (IN_USE)."""
     if not isinstance(address, str) or not address:
         raise UsageError(f"the Dask address must be 'local' or a scheduler address such as tcp://HOST:8786; "
                          f"got {address!r}")
-    distributed = _distributed()
-    with _environment_kept() as restore:
-        if address == LOCAL:
-            with _local_cluster(distributed, n_workers) as cluster, distributed.Client(cluster) as client:
-                restore()  # its nannies wrote theirs into ours as they started the workers
+    if not _IN_USE.acquire(blocking=False):
+        raise UsageError(IN_USE)
+    try:
+        distributed = _distributed()
+        with _environment_kept() as restore:
+            if address == LOCAL:
+                with _local_cluster(distributed, n_workers) as cluster, distributed.Client(cluster) as client:
+                    restore()  # its nannies wrote theirs into ours as they started the workers
+                    yield client
+                return
+            client = _remote_client(distributed, address)
+            try:
                 yield client
-            return
-        client = _remote_client(distributed, address)
-        try:
-            yield client
-        finally:
-            client.close()
+            finally:
+                client.close()
+    finally:
+        _IN_USE.release()
 
 
 def _our_environment() -> dict:
@@ -146,7 +162,8 @@ def _environment_kept():
         os.environ.update(before)
 
     try:
-        yield restore
+        with pool.environment_kept(before):  # a run in another thread starts its workers from it meanwhile
+            yield restore
     finally:
         restore()
 

@@ -16,6 +16,7 @@ to `tmp_dir`, the run's own folder, which the runner removes, and so does its HO
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
@@ -69,6 +70,33 @@ def home_env(tmp_dir: str) -> dict[str, str]:
     return env
 
 
+# os.environ as it was before a LocalCluster of this process started (harness/engine/campaign.py):
+# its nannies write theirs into os.environ (OMP_NUM_THREADS=1 and the like) while it runs, and a
+# worker that a run in another thread starts meanwhile must not inherit them (one thread changes the
+# order of torch's sums). Empty: os.environ is the environment.
+_ENVIRON_KEPT: list[dict] = []
+_ENVIRON_LOCK = threading.Lock()
+
+
+def environment() -> dict[str, str]:
+    """The environment a worker starts from: os.environ, or what it was before a LocalCluster of
+    this process started, while that one runs."""
+    with _ENVIRON_LOCK:
+        return dict(_ENVIRON_KEPT[-1] if _ENVIRON_KEPT else os.environ)
+
+
+@contextlib.contextmanager
+def environment_kept(before: dict):
+    """Workers started while the block runs start from `before` (campaign.py: a LocalCluster)."""
+    with _ENVIRON_LOCK:
+        _ENVIRON_KEPT.append(dict(before))
+    try:
+        yield
+    finally:
+        with _ENVIRON_LOCK:
+            _ENVIRON_KEPT.pop()
+
+
 def load_timeout_for(timeout: float) -> float:
     """The limit on starting a worker and importing an implementation: --timeout, but never so
     short that a heavy framework's import cannot finish."""
@@ -95,7 +123,7 @@ class Worker:
     def _start(self) -> None:
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
-        env = dict(os.environ, NORMDIFF_PARENT_PID=str(os.getpid()),
+        env = dict(environment(), NORMDIFF_PARENT_PID=str(os.getpid()),
                    **{wire.FDS_ENV: f"{to_child_r},{to_parent_w}"})  # not in argv: the worker removes it
         for name, value in IDLE_THREADS_SLEEP.items():
             env.setdefault(name, value)  # a user's own setting wins

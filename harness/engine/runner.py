@@ -48,6 +48,31 @@ MAX_BATCH_ROWS = 512
 GIL_HANDOFF = 0.0005
 
 
+class _Handoff:
+    """GIL_HANDOFF while any run of this process runs, and the interval the process had before the
+    first of them once the last one ends. The interval is the process's: two runs in two threads
+    that each set it and put back what they found would leave the first one's GIL_HANDOFF behind."""
+
+    def __init__(self):
+        self.lock, self.runs, self.before = threading.Lock(), 0, None
+
+    def begin(self) -> None:
+        with self.lock:
+            if not self.runs:
+                self.before = sys.getswitchinterval()
+                sys.setswitchinterval(GIL_HANDOFF)
+            self.runs += 1
+
+    def end(self) -> None:
+        with self.lock:
+            self.runs -= 1
+            if not self.runs:
+                sys.setswitchinterval(self.before)
+
+
+_HANDOFF = _Handoff()
+
+
 @dataclass
 class Expected:
     """One output of a call: its case, the oracle's value prepared for the judge, and its budget."""
@@ -512,8 +537,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
     threads = [threading.Thread(target=_serve, args=(w, runnable[fw], tasks_for(fw), sink, keep_calling, data.takes,
                                                      data.sees), daemon=True)
                for fw, w in workers.items()]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(GIL_HANDOFF)
+    _HANDOFF.begin()
     try:
         for t in threads:
             t.start()
@@ -536,7 +560,7 @@ def run(suite: Suite, impls: list[Implementation], timeout: float = 60.0, progre
         stop.partial = data
         raise stop from None
     finally:
-        sys.setswitchinterval(interval)
+        _HANDOFF.end()
         for worker in workers.values():
             worker.close()
         shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -270,12 +270,15 @@ def check_reply(kind: str, reply) -> tuple:
         raise Malformed(f"its {status} reply is not one message")
     if status != "ok":
         raise Malformed(f"its status {str(status)[:40]!r} is none a worker gives")
-    if len(reply) not in (3, 4) or isinstance(reply[2], bool) or not isinstance(reply[2], (int, float)) \
-            or (len(reply) == 4 and not _fourth_fits(kind, reply[3])):
+    if len(reply) not in (3, 4) or isinstance(reply[2], bool) or not isinstance(reply[2], (int, float)):
         raise Malformed("it is not (ok, value, seconds[, note])")
+    if len(reply) == 4 and not (isinstance(reply[3], str) if kind != "load" else _names(reply[3], tuple)):
+        # a call's note (what it wrote into its inputs); a load's `sees` (None, or the knobs it reads)
+        raise Malformed("it is not (ok, value, seconds[, note])" if kind != "load" else
+                        "it is not (ok, takes, seconds[, sees])")
     value = reply[1]
     if kind == "load":
-        fits = value is None or (isinstance(value, list) and all(isinstance(n, str) for n in value))
+        fits = _names(value, list)
     elif kind in ("call", "backward"):
         arrays = isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, np.ndarray)
                                                            for k, v in value.items())
@@ -287,12 +290,9 @@ def check_reply(kind: str, reply) -> tuple:
     return reply
 
 
-def _fourth_fits(kind: str, item) -> bool:
-    """A reply's fourth item: a load's `sees` (the contract's knobs its adapter reads, or None when it
-    does not say), a call's note (a write into an input)."""
-    if kind == "load":
-        return item is None or (isinstance(item, (tuple, list)) and all(isinstance(n, str) for n in item))
-    return isinstance(item, str)
+def _names(value, kind: type) -> bool:
+    """None, or a `kind` (list, tuple) of strings: what a load's reply says it takes and sees."""
+    return value is None or (isinstance(value, kind) and all(isinstance(n, str) for n in value))
 
 
 def decode(body) -> object:

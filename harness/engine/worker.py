@@ -54,6 +54,8 @@ from pathlib import Path
 
 from dataclasses import replace
 
+import numpy as np
+
 from normdiff import processes
 from normdiff.cases import layouts
 from normdiff.harness.data.ops import CASE, OPS
@@ -61,6 +63,7 @@ from normdiff.harness.engine import wire
 from normdiff.implementations.call_checks import changed_inputs
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.loading import load_entry, make_adapter
+from normdiff.text import clipped
 
 _adapters: dict[str, object] = {}
 
@@ -216,7 +219,16 @@ def results_problem(value, results: tuple) -> str | None:
 
 
 def _readable(value, what: str):
-    """The value as a NumPy array, or what is wrong with it (a string)."""
+    """The value as a NumPy array, or what is wrong with it (a string). A masked array's masked
+    elements are not values (the data under them is whatever was there): one that masks any is
+    refused; one that masks none is its data."""
+    if isinstance(value, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(value))
+        if masked:
+            return (f"returned a masked array{' (' + what + ')' if what else ''} with {masked} of {value.size} "
+                    "elements masked: a masked element holds no value to judge; return a plain array "
+                    "(np.ma.filled(y, value) where the masked elements have one)")
+        value = np.ma.getdata(value)
     try:
         out = to_numpy(value)
     except Exception as exc:  # a tensor NumPy cannot hold (a meta device, a sparse layout, ...)
@@ -258,7 +270,8 @@ def output_problem(value) -> str | None:
     return None
 
 
-MAX_TEXT = 20_000  # the characters of a message (an error's, a reason's) sent back; the rest is counted
+MAX_TEXT = 20_000  # the characters of a message (an error's, a reason's) sent back (results.csv holds them); the
+# rest is counted. Each place a person reads one shows at most normdiff.text.SHOWN of them
 
 
 def serve(read_fd: int, write_fd: int) -> None:
@@ -292,9 +305,8 @@ def framed(rid: str, reply: tuple, limit: int) -> list:
 
 
 def _clipped(reply: tuple) -> tuple:
-    if reply[0] != "ok" and isinstance(reply[1], str) and len(reply[1]) > MAX_TEXT:
-        text = reply[1]
-        return (reply[0], f"{text[:MAX_TEXT]}... ({len(text) - MAX_TEXT} more characters)", *reply[2:])
+    if reply[0] != "ok" and isinstance(reply[1], str):
+        return (reply[0], clipped(reply[1], MAX_TEXT), *reply[2:])
     return reply
 
 

@@ -44,9 +44,10 @@ def graph_framework(path: str) -> str | None:
 
 
 def to_numpy(value) -> np.ndarray:
-    """Any framework's array as a NumPy array with the same dtype and bits."""
-    module = type(value).__module__
-    for record in FRAMEWORKS.values():
-        if record.array_types and module.startswith(record.array_types):
-            return record.to_numpy(value)
+    """Any framework's array as a NumPy array with the same dtype and bits; a subclass of one (a
+    library's own tensor class, torch.nn.Parameter) as the array it is."""
+    for klass in type(value).__mro__[:-1]:  # the class, then its bases (object aside)
+        for record in FRAMEWORKS.values():
+            if record.array_types and klass.__module__.startswith(record.array_types):
+                return record.to_numpy(value)
     return np.asarray(value)

@@ -8,6 +8,7 @@ from normdiff.harness.engine import verdict as verdicts
 from normdiff.harness.engine.columns import C
 from normdiff.reports import markup
 from normdiff.reports.view import View, csv_file
+from normdiff.text import clipped
 
 COLUMNS = ["implementation", "kind", "framework", "identical", "agree", "disagree", "nan_mismatch", "error",
            "crashed", "timeout", "unavailable", "verdict"]
@@ -35,7 +36,8 @@ def _markdown(report, frame) -> str:
 
 def _unavailable_reasons(results: pd.DataFrame) -> dict[str, str]:
     rows = results[results[C.outcome] == "unavailable"]
-    return rows.groupby(C.implementation)[C.detail].first().to_dict() if not rows.empty else {}
+    return {impl: clipped(reason) for impl, reason in rows.groupby(C.implementation)[C.detail].first().items()} \
+        if not rows.empty else {}
 
 
 def _html(report, summary_frame, page) -> str:

@@ -22,7 +22,7 @@ from normdiff.implementations.entry import Implementation
 from normdiff.reports import html, junit, markup, render
 from normdiff.reports.markdown import summary_markdown
 from normdiff.reports.markup import md_code, md_text
-from normdiff.text import printable
+from normdiff.text import SHOWN, printable
 
 SCRIPT = "</table><script>alert(1)</script>"
 BOLD = "name with <b>bold</b>"
@@ -289,7 +289,8 @@ def test_slugs_are_ids_and_differ_for_different_names():
 
 
 def xml_clean(text: str) -> str:
-    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]", "", text)
+    """What junit.xml carries of a text: its control characters as escapes, as the terminal shows them."""
+    return printable(text)
 
 
 def test_junit_xml_parses_and_round_trips_the_names(hostile):
@@ -299,9 +300,9 @@ def test_junit_xml_parses_and_round_trips_the_names(hostile):
     assert classnames == {"normdiff." + xml_clean(n) for n in HOSTILE}
     assert {s.get("name") for s in root.iter("testsuite")} == classnames
     raised = [tc for tc in root.iter("testcase") if tc.get("classname") == "normdiff.x\n# heading"]
-    said = xml_clean(DETAIL).replace("\r", "\n")  # XML reads a carriage return in text as a line end
+    said = xml_clean(DETAIL)  # a carriage return shown as \r (XML would read it as a line end)
     assert raised and all(said in tc.find("failure").text for tc in raised)
-    assert "normdiff.[31mred[0m" in classnames
+    assert "normdiff.\\x1b[31mred\\x1b[0m\\x07" in classnames
 
 
 def test_junit_xml_survives_nul_escape_cdata_end_and_lone_surrogates(hostile):
@@ -313,8 +314,28 @@ def test_junit_xml_survives_nul_escape_cdata_end_and_lone_surrogates(hostile):
     text = junit.junit_xml(report)
     root = ET.fromstring(text.encode("utf-8"))
     assert "normdiff." + xml_clean(evil) in {tc.get("classname") for tc in root.iter("testcase")}
-    assert any(tc.get("name").startswith("rms_norm]]>@") for tc in root.iter("testcase"))
+    assert any(tc.get("name").startswith("rms_norm\\x00]]>@") for tc in root.iter("testcase"))
     assert root.get("name") == "normdiff suite " + xml_clean(evil)
+
+
+# ---- a long message, with bidirectional controls --------------------------------------------------
+
+BIDI = "first line\nsecond \u202eenil\u2028 \u2066x\u2069 \ud800 \x0b\x0c end "
+HUGE = BIDI + "x" * (5 << 20)  # an exception's 5 MB message (a whole array's repr, a log)
+
+
+def test_a_5_mb_message_with_bidi_controls_is_clipped_and_escaped_in_every_report(hostile):
+    results = hostile.results.copy()
+    results.loc[results["implementation"] == NAMES["fx-raises"], "detail"] = HUGE
+    report = dataclasses.replace(hostile, results=results)
+    more = f"... ({len(HUGE) - SHOWN} more characters)"
+    for name, text in (("summary.md", summary_markdown(report)), ("report.html", html.render_html(report, plots_on=False)),
+                       ("junit.xml", junit.junit_xml(report))):
+        assert more in text, name
+        assert "x" * (SHOWN - len(BIDI) + 1) not in text and len(text) < len(HUGE) // 10, name
+        assert not re.search("[\u202e\u2028\u2066\u2069\ud800\x0b\x0c]", text), name
+        assert "\\u202eenil" in text or "\\\\u202eenil" in text, name  # shown (markdown escapes the backslash)
+    ET.fromstring(junit.junit_xml(report).encode("utf-8"))
 
 
 # ---- the terminal -----------------------------------------------------------------------------

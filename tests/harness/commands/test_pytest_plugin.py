@@ -101,6 +101,31 @@ def test_what_is_not_a_norm_fails_the_test_with_a_message_not_a_traceback(given,
     assert not failed.value.pytrace
 
 
+@pytest.mark.parametrize("call, keywords, says", [
+    ("check", {"op": 3}, "op must be an op name (a string), e.g. 'l2_norm'; got 3 (int)"),
+    ("check", {"dtype": 3}, "dtype must be a name or a list of names (strings); got 3 (int)"),
+    ("check", {"call": 3}, "call must be a string (a template such as 'f(x, weight, eps=eps)', or '' for none)"),
+    ("fuzz", {"database": "yes"}, "database must be True or False; got 'yes' (str)"),
+    ("fuzz", {"regimes": 3}, "regimes must be a name or a list of names (strings); got 3 (int)"),
+], ids=["op", "dtype", "call", "database", "regimes"])
+def test_a_wrong_keyword_fails_the_test_naming_it_before_any_work(call, keywords, says):
+    from normdiff.harness.commands.pytest_plugin import Checker
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        getattr(Checker(), call)(str(USER) + ":rms_norm", **{"op": "rms_norm", "convention": "qwen3", **keywords})
+    assert f"normdiff cannot {'run' if call == 'check' else 'fuzz'} " in str(failed.value)
+    assert says in str(failed.value) and not failed.value.pytrace
+
+
+def test_names_are_read_as_the_cli_reads_them_and_a_path_is_a_target(tmp_path):
+    from normdiff.harness.commands.pytest_plugin import _target, Checker
+
+    assert _target(tmp_path / "model.onnx") == str(tmp_path / "model.onnx")
+    result = Checker().check(str(USER) + ":rms_norm", op="RMS_norm", convention="Qwen-3", dtype="bf16",
+                             regimes="normal")
+    assert result.verdict == "agrees" and (result.op, result.convention) == ("rms_norm", "qwen3")
+
+
 def test_an_unknown_convention_fails_the_test_with_the_known_ones_and_no_chained_exception():
     from normdiff.harness.commands.pytest_plugin import Checker
 

@@ -105,6 +105,18 @@ def test_bad_targets_say_what_is_wrong(target, says):
         detect(target)
 
 
+@pytest.mark.parametrize("on_path", [False, True], ids=["a-folder", "a-namespace-package-on-the-path"])
+@pytest.mark.parametrize("target", ["a_folder:f", "a_folder"])
+def test_a_target_that_is_a_folder_says_so(tmp_path, monkeypatch, target, on_path):
+    (tmp_path / "a_folder").mkdir()
+    if on_path:  # python -m puts the current folder on the path: a folder there is a namespace package, no module
+        monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TargetError, match=rf"^target '{target}': a_folder is a folder, not a Python file; give "
+                                          r"FILE\.py:NAME \(a file in it\)"):
+        detect(target)
+
+
 def test_a_name_the_file_does_not_define_lists_what_it_does(tmp_path):
     path = _file(tmp_path, "import numpy as np\nfrom numpy import sqrt\ndef rms_norm(x, weight, eps):\n    return x\n"
                            "SCALE = 2\n")
@@ -121,3 +133,19 @@ def test_the_implementation_carries_what_repro_needs(tmp_path):
                                  init="", weight_attr="")
     assert forced.name == "keras.ops:rms_normalization"
     assert forced.replay == ("--target", "keras.ops:rms_normalization", "--framework", "keras")
+
+
+def test_the_probe_waits_for_no_thread_or_child_the_code_leaves(fixtures_dir):
+    """Code that leaves a thread running at import (Python waits for it at exit) and forks a child
+    (which holds the probe's output open): the probe answers as soon as it has, and what the code
+    left is killed with it, also where no normdiff command adopts and kills it afterwards."""
+    import os
+    import time
+
+    from normdiff import processes
+
+    target = fixtures_dir / "hostile_modules" / "leaves_a_thread_at_import.py"
+    start = time.monotonic()
+    assert detect(f"{target}:rms_norm") == "numpy"  # its imports say mlx and tinygrad; the probe decides
+    assert time.monotonic() - start < 30
+    assert processes.descendants(os.getpid()) == []

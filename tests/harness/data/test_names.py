@@ -22,6 +22,12 @@ def test_a_near_miss_suggests_the_nearest():
         names.resolve("convention", "gema3", CONVENTIONS)
 
 
+@pytest.mark.parametrize("typed", ["", "  "])
+def test_an_empty_name_is_called_empty(typed):
+    with pytest.raises(UsageError, match=rf"^an empty convention name \({typed!r}\); known: gemma3, llama"):
+        names.resolve("convention", typed, CONVENTIONS)
+
+
 def test_a_long_catalogue_is_pointed_at_not_listed():
     known = [f"impl{i:02d}" for i in range(85)] + ["numpy"]
     with pytest.raises(UsageError) as caught:

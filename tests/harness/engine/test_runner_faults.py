@@ -6,13 +6,16 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from normdiff import interrupts
+from normdiff import strategies as nds
 from normdiff.cases.model import Case
 from normdiff.cases.suites import Suite
 from normdiff.harness import api
+from normdiff.harness.commands import check, identify, usercode
 from normdiff.harness.data.conventions import op_conventions
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.engine import runner
@@ -198,3 +201,159 @@ def test_run_suite_refuses_a_suite_that_is_no_suite(nothing_runs, correct):
 def test_check_timeout_accepts_positive_numbers():
     assert api.check_timeout(5) == 5.0 and isinstance(api.check_timeout(5), float)
     assert api.check_timeout(0.25) == 0.25
+
+
+# ---- every argument of the Python API, checked at the door ---------------------------------------------
+
+
+def _user(op="rms_norm", convention="qwen3", **how):
+    from normdiff.harness.commands import usercode
+
+    return usercode.user_implementation(str(FIXTURES / "hostile.py") + ":correct", op, convention, **how)
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+# (what is called, the argument as given, the words of the refusal: the argument, what it got, what it takes)
+MISUSE = [
+    ("select", lambda: api.select(3), "select takes a list of implementation names, e.g. select(['numpy', 'torch']); "
+                                      "got 3"),
+    ("select-full", lambda: api.select(full="yes"), "full must be True or False; got 'yes' (str)"),
+    ("progress", lambda: api.run_suite(SUITE, progress="yes"),
+     "progress must be None or a function, called as progress(finished, total); got 'yes' (str)"),
+    ("progress-true", lambda: api.run_suite(SUITE, progress=True), "progress must be None or a function"),
+    ("dask", lambda: api.run_suite(SUITE, dask=1),
+     "dask must be None, 'local' or a scheduler address such as 'tcp://HOST:8786'; got 1"),
+    ("dask-empty", lambda: api.run_suite(SUITE, dask=" "), "dask must be None, 'local'"),
+    ("keep-calling", lambda: api.run_suite(SUITE, keep_calling="yes"), "keep_calling must be True or False; got 'yes'"),
+    ("diagnose", lambda: api.run_suite(SUITE, diagnose=1), "diagnose must be True or False; got 1 (int)"),
+    ("keep-outputs-1", lambda: api.run_suite(SUITE, keep_outputs=1), "keep_outputs must be True, False or 'worst'; "
+                                                                     "got 1"),
+    ("passes", lambda: api.run_suite(SUITE, passes="fwd"), "passes must be one of 'forward', 'backward', 'both'; "
+                                                           "got 'fwd'"),
+    ("suite-empty", lambda: api.run_suite(""), "suite is empty: give a suite name (normdiff list suites) or a path"),
+    ("suite-bytes", lambda: api.run_suite(b"smoke"), "suite must be a suite name, a path to a .toml file or a Suite; "
+                                                     "got b'smoke' (bytes)"),
+    ("check-impl", lambda: check.check("my_norm.py:f"), "impl must be an Implementation, e.g. "
+                                                        "usercode.user_implementation("),
+    ("check-registry-impl", lambda: check.check(api.select(["numpy"])[0]),
+     "check judges an implementation of one op under one convention; numpy implements"),
+    ("check-eps", lambda: check.check(_user(), eps=float("nan")), "eps must be a finite number above 0, e.g. 1e-6; "
+                                                                  "got nan"),
+    ("check-dtypes", lambda: check.check(_user(), dtypes=3), "dtypes must be a name or a list of names (strings); "
+                                                             "got 3 (int)"),
+    ("check-keep-calling", lambda: check.check(_user(), keep_calling=1), "keep_calling must be True or False"),
+    ("identify-keep-calling", lambda: identify.identify(_user(), keep_calling="yes"), "keep_calling must be True or "
+                                                                                       "False; got 'yes' (str)"),
+    ("user-op", lambda: _user(op=3), "op must be an op name (a string), e.g. 'l2_norm'; got 3 (int)"),
+    ("user-framework", lambda: _user(framework="pytorch"), "unknown framework 'pytorch'; known: jax, keras, mlx, "
+                                                           "numpy, onnxruntime, tinygrad, torch; did you mean 'torch'?"),
+    ("user-call", lambda: _user(call=3), "call must be a string (a template such as 'f(x, weight, eps=eps)', or '' "
+                                         "for none); got 3 (int)"),
+    ("user-target", lambda: usercode.user_implementation(None, "rms_norm", "qwen3"),
+     "target must be FILE.py:NAME, package.module:NAME or FILE.onnx (a string or a pathlib.Path); got None"),
+    ("strategies-op", lambda: nds.cases(op=3), "op must be a name or a list of names (strings); got 3 (int)"),
+    ("strategies-eps", lambda: nds.cases(eps=["x"]), "eps must be a finite number above 0, e.g. 1e-6; got 'x'"),
+    ("strategies-pairs", lambda: nds.cases(pairs=[3]), "pairs holds (op, convention) pairs or 'op@convention' strings; "
+                                                       "got 3"),
+    ("strategies-sample", lambda: nds.samples("x"), "max_sample must be a whole number >= 0; got 'x'"),
+]
+
+
+@pytest.mark.parametrize("call, says", [pytest.param(c, s, id=i) for i, c, s in MISUSE])
+def test_the_python_api_refuses_a_wrong_argument_at_the_door(nothing_runs, call, says):
+    with pytest.raises(UsageError) as err:
+        call()
+    assert says in str(err.value), str(err.value)
+
+
+def test_names_paths_and_bools_are_taken_as_the_cli_takes_them(nothing_runs, tmp_path):
+    assert [i.name for i in api.select(["NumPy", "numpy"])] == ["numpy"]
+    impl = _user(op="RMS_norm", convention="Qwen-3", framework="NumPy")
+    assert impl.op_conventions == frozenset({("rms_norm", "qwen3")}) and impl.framework == "numpy"
+    assert api.check_suite(Path(__file__).resolve().parents[3] / "cases" / "suites" / "smoke.toml").name == "smoke"
+    assert api.check_suite("Smoke").name == "smoke"
+    assert nds.allowed_pairs("RMS_norm", "Qwen3") == (("rms_norm", "qwen3"),)
+    with pytest.raises(AssertionError, match="the engine was called"):  # every argument passed the door
+        api.run_suite(Path(__file__).resolve().parents[3] / "cases" / "suites" / "smoke.toml", [impl],
+                      keep_outputs="worst", keep_calling=True, progress=lambda done, total: None, passes="forward")
+
+
+# ---- two runs in two threads --------------------------------------------------------------------------
+
+
+def _table(report):
+    from normdiff.harness.engine.columns import C
+
+    columns = [C.case_id, C.implementation, C.outcome, C.max_ulp, C.rel_l2, C.detail]
+    return report.results[columns].sort_values(columns[:2]).reset_index(drop=True)
+
+
+def test_two_runs_in_two_threads_give_what_each_gives_alone(fixtures_dir, workers_left):
+    """Each run's workers, temporary folder, results and GIL switch interval are its own: the second
+    run starts while the first runs, and the first ends while the second still runs (each one's
+    progress callback holds it until the other has got that far), the order in which a run that
+    restores what it found would leave the first one's interval behind."""
+    import sys
+
+    from normdiff.cases.suites import Suite as _Suite
+
+    first = (Suite("first", "", CASES[:2]), [fixture_impl(fixtures_dir, "correct"), fixture_impl(fixtures_dir,
+                                                                                               "eps_outside")])
+    second = (_Suite("second", "", (CASES[2], Case.of("rms_norm", "qwen3", "bfloat16", "4x128", weight="trained",
+                                                      sample=1))),
+              [fixture_impl(fixtures_dir, "doubles"), *api.select(["numpy"])])
+    alone = [_table(api.run_suite(*run, timeout=30)) for run in (first, second)]
+    interval = sys.getswitchinterval()
+    first_runs, second_runs, first_done = threading.Event(), threading.Event(), threading.Event()
+    got, failed = {}, []
+
+    def hold_first(done, total):
+        first_runs.set()
+        second_runs.wait(60)
+
+    def hold_second(done, total):
+        second_runs.set()
+        first_done.wait(60)
+
+    def run(name, args, progress, then=None):
+        try:
+            got[name] = _table(api.run_suite(*args, timeout=30, progress=progress))
+        except BaseException as exc:  # noqa: BLE001 - said below, on the test's thread
+            failed.append(exc)
+        finally:
+            if then is not None:
+                then.set()
+
+    threads = [threading.Thread(target=run, args=("first", first, hold_first, first_done))]
+    threads[0].start()
+    assert first_runs.wait(60)
+    threads.append(threading.Thread(target=run, args=("second", second, hold_second)))
+    threads[1].start()
+    for t in threads:
+        t.join(120)
+    assert not failed, failed
+    assert got["first"].equals(alone[0]) and got["second"].equals(alone[1])
+    assert sys.getswitchinterval() == interval
+    assert workers_left() == []
+
+
+def test_a_second_dask_run_in_another_thread_is_refused(correct):
+    from normdiff.harness.engine import campaign
+
+    assert campaign._IN_USE.acquire(blocking=False)  # a Dask run of another thread is under way
+    try:
+        with pytest.raises(UsageError, match="another run of this process \\(in another thread\\) is using Dask"):
+            api.run_suite(SUITE, [correct], dask="local")
+    finally:
+        campaign._IN_USE.release()
+
+
+def test_what_a_local_clusters_nannies_write_into_the_environment_reaches_no_other_runs_worker(monkeypatch):
+    from normdiff.harness.engine import campaign, pool
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    with campaign._environment_kept():
+        os.environ["OMP_NUM_THREADS"] = "1"  # as a nanny does when it starts a Dask worker
+        os.environ["__DASK_PARENT_PID"] = "1"
+        assert pool.environment()["OMP_NUM_THREADS"] == "4" and "__DASK_PARENT_PID" not in pool.environment()
+    assert os.environ["OMP_NUM_THREADS"] == "4" and pool.environment()["OMP_NUM_THREADS"] == "4"

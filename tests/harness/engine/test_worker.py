@@ -51,6 +51,20 @@ def test_arrays_are_no_problem(value):
     assert output_problem(value) is None
 
 
+def test_a_masked_array_is_refused_where_it_masks_an_element():
+    """A masked element is no value (the data under it is whatever was there); with none masked,
+    every element is one, and the array is its data."""
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    masked = np.ma.masked_array(data, mask=[[True, False, False], [False, False, True]])
+    assert worker._readable(masked, "") == (
+        "returned a masked array with 2 of 6 elements masked: a masked element holds no value to judge; return a "
+        "plain array (np.ma.filled(y, value) where the masked elements have one)")
+    assert worker._readable(masked, "the gradient of weight").startswith(
+        "returned a masked array (the gradient of weight) with 2 of 6 elements masked")
+    whole = worker._readable(np.ma.masked_array(data), "")
+    assert type(whole) is np.ndarray and np.array_equal(whole, data)
+
+
 # ---- changed_inputs ----------------------------------------------------------------------------
 
 
