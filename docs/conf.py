@@ -45,7 +45,7 @@ autodoc_typehints = "signature"
 # Types of other projects: this build is offline (no intersphinx inventories), so references into
 # their documentation cannot resolve; every other reference must.
 nitpick_ignore_regex = [
-    ("py:class", r"(pandas|pd|numpy|np|hypothesis|st|collections\.abc|typing|pathlib)\..*"),
+    ("py:class", r"(pandas|pd|numpy|np|hypothesis|st|collections\.abc|typing|pathlib|os)\..*"),
 ]
 
 
