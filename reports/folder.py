@@ -34,7 +34,6 @@ import errno
 import json
 import os
 import shutil
-import stat
 import sys
 import tempfile
 from pathlib import Path
