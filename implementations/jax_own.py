@@ -58,9 +58,9 @@ from normdiff.harness.data import contracts, rope
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.rope import MAX_EXACT_POSITION, inverse_frequencies
 from normdiff.implementations import jax_programs
+from normdiff.implementations.frameworks.jax import CACHE_ENV  # the one variable for both caches
 
 _F32 = jnp.float32
-CACHE_ENV = "NORMDIFF_JAX_CACHE"
 
 
 def enable_compile_cache() -> str | None:

@@ -122,14 +122,32 @@ def catalogued(changes: dict, base: Contract) -> Bug | None:
 
 def fix_for(changes: dict, base: Contract, convention: str) -> str:
     """What the change is, in words: what the code does, and what the convention does instead."""
-    return "; ".join(f"yours: {KNOBS[k].text(v)}; {convention}: {_base_text(k, base)}" for k, v in changes.items())
+    return "; ".join(f"yours: {KNOBS[k].text(v)}{_theirs(convention)}{_base_text(k, base)}" for k, v in changes.items())
 
 
 def in_words(changes: dict, base: Contract, convention: str) -> str:
     """A change no catalogued bug is, said as a person would: what the code does, where the
     convention does otherwise ('the normalised value rounded to the input dtype before the weight
     multiply (Llama cast), where gemma3 rounds once ...'), never a raw knob."""
-    return "; ".join(f"{KNOBS[k].text(v)}, where {convention} has {_base_text(k, base)}" for k, v in changes.items())
+    return "; ".join(f"{KNOBS[k].text(v)}{_where(convention)}{_base_text(k, base)}" for k, v in changes.items())
+
+
+def _theirs(convention: str) -> str:  # where fix_for names the convention
+    return f"; {convention}: "
+
+
+def _where(convention: str) -> str:  # where in_words names it
+    return f", where {convention} has "
+
+
+def reworded(found: Diagnosis, old: str, new: str) -> Diagnosis:
+    """A diagnosis made under convention `old`, said under `new`, whose contract is the same: the same
+    cases then have the same outputs and references, so the same matches; only the phrases of
+    fix_for and in_words that name the convention change (in a pair's name, both halves')."""
+    def said(text: str) -> str:
+        return text.replace(_theirs(old), _theirs(new)).replace(_where(old), _where(new))
+    matches = [replace(m, fix=said(m.fix), name=said(m.name)) for m in found.matches]
+    return Diagnosis(matches, list(found.fits), found.examined)
 
 
 def _base_text(knob: str, base: Contract) -> str:

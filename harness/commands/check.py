@@ -15,6 +15,7 @@ Verdicts (engine/verdict.py decides them, as it does a run's), and the exit stat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -302,12 +303,14 @@ def of_convention(report, convention: str):
 
 
 def judged(report, impl: Implementation, op: str, convention: str, eps: float | None = None,
-           skipped: str = "", notes: tuple[str, str] = ("", "")) -> CheckResult:
+           skipped: str = "", notes: tuple[str, str] = ("", ""), diagnose=None) -> CheckResult:
     """check's result from the report of its cases under `convention` (`check` runs them; identify.py
     runs every convention's at once and judges each one's rows here): the verdict, the counts, the
     diagnosis of a disagreement, the worst case or the margin, and the notes (`skipped`: the cases
     left out for their memory layout, _laid_out_for; `notes`: how it was called and whether its
-    backward is checked, check_cases)."""
+    backward is checked, check_cases). `diagnose(rows, outputs)`: the diagnosis of the disagreeing
+    rows, when the caller has it (identify.py: one made under a convention with the same contract);
+    None: answer.diagnose_rows."""
     report, eps_note = _at_the_eps_it_takes(report, impl, op, convention, eps)
     report, operand_note = _with_the_operands_it_has(report, impl, op)
     rows = report.results
@@ -332,7 +335,8 @@ def judged(report, impl: Implementation, op: str, convention: str, eps: float | 
     result.not_run = _not_run(rows[failed])
     if result.verdict == "disagrees":
         outputs = {cid: out for (cid, name), out in report.outputs.items() if name == impl.name}
-        result.diagnosis = answer.diagnose_rows(rows, outputs, op, convention)
+        result.diagnosis = (diagnose or functools.partial(answer.diagnose_rows, op=op, convention=convention))(
+            rows, outputs)
         result.worst_case = _worst(rows[disagreeing], report, impl)  # cases that could not run: not_run
         # the rows say it as a run's do (results.csv `diagnosis`, a report written with --out)
         rows = rows.assign(**{C.diagnosis: np.where(disagreeing, bug_line(result), rows[C.diagnosis])})

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from normdiff import wording
 from normdiff.cases import suites
 from normdiff.harness import api
+from normdiff.harness.analysis import answer, diagnosis
 from normdiff.harness.commands import check
 from normdiff.harness.data.bugs import BUGS
-from normdiff.harness.data.conventions import defining
+from normdiff.harness.data.conventions import defining, get_contract
 from normdiff.harness.data.outcomes import DISAGREEING, PASSING
 from normdiff.harness.engine.columns import C
 from normdiff.implementations.entry import Implementation
@@ -176,10 +177,38 @@ def identify(impl: Implementation, suite: str = "default", timeout: float = 60.0
                          tuple(cases), one.path)
     report = api.run_suite(every, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling,
                            diagnose=False)  # judged below, per convention
-    results = {name: check.judged(check.of_convention(report, name), impl, op, name, eps, skipped[name], notes[name])
-               for name in conventions}
+    results, diagnosed = {}, {}
+    for name in conventions:
+        results[name] = check.judged(check.of_convention(report, name), impl, op, name, eps, skipped[name],
+                                     notes[name], _shared(diagnosed, op, name))
     return Identification(op, target or impl.name, impl.name, impl.framework, results, report.meta.get("calls", {}),
                           time.perf_counter() - start, report=report)
+
+
+def _shared(diagnosed: dict, op: str, name: str):
+    """The diagnosis of `name`'s disagreeing rows: made once for each contract and reworded for the
+    other conventions with that contract (diagnosis.reworded), since the same contract gives the
+    same cases, outputs and references (ten conventions define rms_norm with four contracts; the
+    diagnosis is most of a disagreeing convention's time). Made afresh wherever the disagreeing
+    cases are not the same ones (code that answers differently to the same call)."""
+    contract = get_contract(op, name)
+
+    def diagnose(rows, outputs):
+        cases = _disagreeing_cases(rows, name)
+        first = diagnosed.get(contract)
+        if first is not None and first[1] == cases:
+            return diagnosis.reworded(first[2], first[0], name)
+        found = answer.diagnose_rows(rows, outputs, op, name)
+        diagnosed.setdefault(contract, (name, cases, found))
+        return found
+    return diagnose
+
+
+def _disagreeing_cases(rows, name: str) -> frozenset:
+    """The disagreeing rows' case ids with the convention's name taken out, and their outputs' digests."""
+    bad = rows[answer.disagreeing(rows)]
+    return frozenset((cid.replace(f"@{name}/", "@/", 1), digest) for cid, digest
+                     in zip(bad[C.case_id], bad[C.output_digest]))
 
 
 def describe(found: Identification) -> str:

@@ -7,6 +7,7 @@ import pytest
 
 from normdiff.harness.analysis import diagnosis
 from normdiff.harness.data.bugs import BUGS
+from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.knobs import KNOBS
 
 
@@ -53,7 +54,6 @@ def test_below_coverage_it_is_only_the_closest():
 
 
 def test_fix_texts_describe_the_change_both_ways():
-    from normdiff.harness.data.conventions import get_contract
 
     text = diagnosis.fix_for({"cast": "one_rounding"}, get_contract("rms_norm", "qwen3"), "qwen3")
     assert text.startswith("yours: the weight multiplied in float32") and "qwen3: the normalised value rounded" in text
@@ -109,3 +109,21 @@ def test_every_change_the_search_tries_is_said_in_words(op):
             for cand in diagnosis.candidates(op, conv.name):
                 for knob, value in cand.changes.items():
                     assert KNOBS[knob].text(value) != f"{knob} = {value!r}", (op, conv.name, knob, value)
+
+
+def test_a_diagnosis_reworded_for_a_convention_of_the_same_contract_names_it_everywhere():
+    # identify.py diagnoses once per contract and rewords for each convention with it
+    base = get_contract("rms_norm", "olmo2")
+    assert get_contract("rms_norm", "torch") == base
+    changes = {"cast": "llama"}
+    pair = diagnosis.Match(f"eps-outside-sqrt + {diagnosis.in_words(changes, base, 'olmo2')}",
+                           {"eps_placement": "outside", **changes}, 3, 4, 1.0,
+                           diagnosis.fix_for({"eps_placement": "outside", **changes}, base, "olmo2"))
+    found = diagnosis.reworded(diagnosis.Diagnosis([pair], [], 4), "olmo2", "torch")
+    (m,) = found.matches
+    assert m.name == f"eps-outside-sqrt + {diagnosis.in_words(changes, base, 'torch')}"
+    assert m.fix == diagnosis.fix_for({"eps_placement": "outside", **changes}, base, "torch")
+    assert "olmo2" not in m.name + m.fix and (m.matched, m.of, found.examined) == (3, 4, 4)
+    # a name that merely contains another convention's name is not touched
+    other = diagnosis.reworded(diagnosis.Diagnosis([pair], [], 4), "qwen3", "llama")
+    assert other.matches[0].name == pair.name and other.matches[0].fix == pair.fix

@@ -78,6 +78,10 @@ def test_a_buggy_norm_agrees_with_none_and_the_closest_names_its_bug():
     assert rows == defining("rms_norm"), out
     assert f"  {wording.CLOSEST_RULE}" in lines
     assert any(line.startswith("    repro: normdiff repro rms_norm@qwen3/") for line in lines), out
+    # one diagnosis per contract (identify._shared), said with each convention's own name
+    table = dict(zip(rows, lines[3:3 + len(rows)]))
+    assert "where gemma3n has" in table["gemma3n"] and "where torch has" in table["torch"], out
+    assert "where olmo2 has" in table["olmo2"], out
 
 
 def test_the_llama_cast_with_one_plus_w_is_gemmas_contract_but_one_rounding():
