@@ -54,7 +54,6 @@ def test_below_coverage_it_is_only_the_closest():
 
 
 def test_fix_texts_describe_the_change_both_ways():
-
     text = diagnosis.fix_for({"cast": "one_rounding"}, get_contract("rms_norm", "qwen3"), "qwen3")
     assert text.startswith("yours: the weight multiplied in float32") and "qwen3: the normalised value rounded" in text
 
