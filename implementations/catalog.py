@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import op_conventions
+from normdiff.harness.data.ops import OPS
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_families import FAMILIES
 
@@ -75,7 +76,8 @@ def builtin_implementations() -> list[Implementation]:
 
 def mutant_implementations() -> list[Implementation]:
     # one per catalogued bug, each run on the (op, convention) whose contract it corrupts
-    forward = [Implementation(bug.id, "mutant", "torch", f"normdiff.implementations.mutants:{bug.id}",
+    forward = [Implementation(bug.id, "mutant", "numpy" if bug.op.endswith("_quant") else "torch",
+                              f"normdiff.implementations.mutants:{bug.id}",
                               frozenset({(bug.op, bug.convention)}), bug.symptom, batch_rows=True)
                for bug in BUGS.values()]
     # backward mutants run the backward pass only (their forward is the correct one), in NumPy:
@@ -88,6 +90,8 @@ def mutant_implementations() -> list[Implementation]:
 
 def builtin() -> list[Implementation]:
     every_pair = frozenset(op_conventions())
+    # torch and JAX own: not the quantizing ops yet (numpy_own is their one own implementation)
+    unquantized = frozenset((op, name) for op, name in every_pair if OPS[op].exact_results is None)
     return [
         Implementation("numpy", "own", "numpy", "normdiff.implementations.numpy_own:run", every_pair,
                        "own NumPy: float32 statistics, the convention's cast points, bf16 via ml_dtypes; "
@@ -96,10 +100,10 @@ def builtin() -> list[Implementation]:
                        # alone: a row's bits cannot depend on the rows beside it
                        batch_rows=True, batch_invariant=True,
                        backward="normdiff.implementations.numpy_backward:run_backward"),
-        Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", every_pair,
+        Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", unquantized,
                        "own PyTorch modules in the style of the seed's qwen/norm.py (backward: autograd)",
                        batch_rows=True, backward="normdiff.implementations.torch_own:backward"),
-        Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
+        Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", unquantized,
                        "own JAX (jax.numpy, jitted once per op and cast, eps traced; backward: jax.vjp)",
                        batch_rows=True, backward="normdiff.implementations.jax_own:backward"),
     ] + hf_implementations() + builtin_implementations() + runtime_implementations() + mutant_implementations()
