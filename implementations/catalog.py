@@ -90,7 +90,7 @@ def mutant_implementations() -> list[Implementation]:
 
 def builtin() -> list[Implementation]:
     every_pair = frozenset(op_conventions())
-    # torch and JAX own: not the quantizing ops yet (numpy_own is their one own implementation)
+    # JAX own: not the quantizing ops yet (NumPy's and torch's own implement them)
     unquantized = frozenset((op, name) for op, name in every_pair if OPS[op].exact_results is None)
     return [
         Implementation("numpy", "own", "numpy", "normdiff.implementations.numpy_own:run", every_pair,
@@ -100,7 +100,7 @@ def builtin() -> list[Implementation]:
                        # alone: a row's bits cannot depend on the rows beside it
                        batch_rows=True, batch_invariant=True,
                        backward="normdiff.implementations.numpy_backward:run_backward"),
-        Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", unquantized,
+        Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", every_pair,
                        "own PyTorch modules in the style of the seed's qwen/norm.py (backward: autograd)",
                        batch_rows=True, backward="normdiff.implementations.torch_own:backward"),
         Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", unquantized,

@@ -247,6 +247,11 @@ BUGS: dict[str, Bug] = {
             "become NaN in the FNUZ cast", "any row (its amax lands at 448)", ("normal",),
             ("vLLM csrc/quantization/utils.cuh (quant_type_max for Float8_e4m3fnuz)",
              "SGLang PR #30900 (the reverse: 224 hardcoded on gfx950)")),
+        Bug("quant-fnuz-max-for-fn", "rms_norm_quant", "sglang-fp8", {"quant_max": 224.0},
+            "scale = amax / 448 (E4M3FN's max)", "scale = amax / 224 (ROCm's FNUZ max) on an E4M3FN output",
+            "a ROCm FNUZ max kept on a platform whose FP8 is E4M3FN: half the format's range unused, every "
+            "scale 2x the contract's", "any row", ("normal",),
+            ("SGLang PR #30900 (bit8_max = 224.0 hardcoded on every ROCm, gfx950's E4M3FN included)",)),
         Bug("quant-fnuz-max-240", "rms_norm_quant", "vllm-fp8-rocm", {"quant_max": 240.0},
             "scale = amax / 224 (vLLM's ROCm max)", "scale = amax / 240 (torch.finfo(float8_e4m3fnuz).max)",
             "torch's FNUZ max where vLLM's ROCm kernels divide by 224 ('Using the default max value from "

@@ -94,6 +94,13 @@ class QuantFormat:
     def _float(self) -> FloatFormat:
         return FloatFormat(self.name, self.name, np.dtype(np.float32), self.mantissa_bits, self.min_exponent)
 
+    def as_float_format(self) -> FloatFormat:
+        """The format as the judge's and the pairs table's FloatFormat (its ULP at each magnitude):
+        INT8 as a format whose spacing is 1 below 128 (6 fraction bits from 2^6 up)."""
+        if not self.is_float:
+            return FloatFormat(self.name, self.name, self.np_dtype, 6, 6)
+        return FloatFormat(self.name, self.name, self.np_dtype, self.mantissa_bits, self.min_exponent)
+
     def encode(self, values) -> np.ndarray:
         """Exact format values (float64, as quantize returns them) in the format's own dtype."""
         values = np.asarray(values, dtype=np.float64)
