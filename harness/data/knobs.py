@@ -36,6 +36,12 @@ class Knob:
             return f"({general(value)} + w) as the scale"
         if self.name == "rope_theta":
             return f"RoPE's base theta = {general(value)}"
+        if self.name == "quant_max":
+            return f"scale = amax / {general(value)}, q clamped to +-{general(value)}"
+        if self.name == "scale_floor":
+            return f"the scale floored at {general(value)}" if value else "no floor under the scale"
+        if self.name == "amax_floor":
+            return f"amax floored at {general(value)}" if value else "no floor under the amax"
         return f"{self.name} = {value!r}"
 
 
