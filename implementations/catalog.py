@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import op_conventions
-from normdiff.harness.data.ops import OPS
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_families import FAMILIES
 
@@ -90,8 +89,6 @@ def mutant_implementations() -> list[Implementation]:
 
 def builtin() -> list[Implementation]:
     every_pair = frozenset(op_conventions())
-    # JAX own: not the quantizing ops yet (NumPy's and torch's own implement them)
-    unquantized = frozenset((op, name) for op, name in every_pair if OPS[op].exact_results is None)
     return [
         Implementation("numpy", "own", "numpy", "normdiff.implementations.numpy_own:run", every_pair,
                        "own NumPy: float32 statistics, the convention's cast points, bf16 via ml_dtypes; "
@@ -103,7 +100,7 @@ def builtin() -> list[Implementation]:
         Implementation("torch", "own", "torch", "normdiff.implementations.torch_own:run", every_pair,
                        "own PyTorch modules in the style of the seed's qwen/norm.py (backward: autograd)",
                        batch_rows=True, backward="normdiff.implementations.torch_own:backward"),
-        Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", unquantized,
+        Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
                        "own JAX (jax.numpy, jitted once per op and cast, eps traced; backward: jax.vjp)",
                        batch_rows=True, backward="normdiff.implementations.jax_own:backward"),
     ] + hf_implementations() + builtin_implementations() + runtime_implementations() + mutant_implementations()
@@ -127,6 +124,10 @@ def _mlx_keras_tinygrad() -> list[Implementation]:
         Implementation("mlx-nn.RMSNorm", "framework", "mlx", mlx_entry + "nn_rms_norm", llama_cast,
                        "mlx.nn.RMSNorm, weight in the case dtype", batch_rows=True,
                        backward=mlx_entry + "nn_rms_norm_backward"),
+        Implementation("mlx-quantize", "framework", "mlx", mlx_entry + "quantize_mx",
+                       frozenset({("rms_norm_quant", "mxfp8"), ("rms_norm_quant", "mxfp4")}),
+                       "mx.quantize(mode='mxfp8' / 'mxfp4') of mx.fast.rms_norm's float32 output (CPU): E8M0 "
+                       "scales rounded up; FP4 ties rounded toward zero", batch_rows=True),
         Implementation("mlx-fast.layer_norm", "framework", "mlx", mlx_entry + "fast_layer_norm", layer_norm,
                        "mlx.core.fast.layer_norm (CPU): float32 statistics; rounded to the input dtype, then "
                        "times w and plus b in it (three roundings)", batch_rows=True,
