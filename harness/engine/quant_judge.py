@@ -55,7 +55,13 @@ class QuantReference:
     scale_lo: np.ndarray
     scale_hi: np.ndarray
     q: np.ndarray  # exact q at the exact scale
+    output: str = "q"  # the output this reference is the case of (q and scale share one call)
     floor: None = None  # (no ULP floor: the pairs table asks every reference for one)
+
+    @property
+    def exact(self) -> np.ndarray:
+        """The case's exact output: q at the exact scale, or the exact scale."""
+        return self.q if self.output == "q" else self.scale
 
     @property
     def power_of_two(self) -> bool:

@@ -156,7 +156,7 @@ def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | 
         quantized = quant_judge.reference(case, inputs, exact) if "q" in exact else None
         for c in outputs or case.outputs():  # y, and a fused add's residual_out
             if c.output in ("q", "scale"):  # judged in the format's units (engine/quant_judge.py)
-                expected[c.output] = Expected(c, quantized, 0.0)
+                expected[c.output] = Expected(c, replace(quantized, output=c.output), 0.0)
                 continue
             budget = budget_for(c.dtype, c.op, c.span, condition, c.output, rounding_rule(c.contract))
             systematic = systematic_part(c.dtype, c.span, condition) if c.output == "y" else 0.0

@@ -18,6 +18,7 @@ the judge brackets what each legal float32 order may give (engine/quant_judge.py
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -140,11 +141,13 @@ def describe(contract: Contract) -> str:
     base = norm_text(c)
     where = "y in float32" if c.quant_input == "float32" else "y rounded to the input dtype"
     clamp = "clamped" if c.saturate else "unclamped"
-    return (f"{base}; scale = {scale} {block}; q = {c.quant_dtype}(y / scale) {clamp}, nearest-even "
-            f"({where}); returns (q, scale)")
+    rounding = {"nearest": "nearest-even", "truncate": "truncated", "half_away": "rounded half away"}[c.quant_rounding]
+    results = "q, scale, h" if c.op.startswith("add_") else "q, scale"
+    return (f"{base}; scale = {scale} {block}; q = {c.quant_dtype}(y / scale) {clamp}, {rounding} "
+            f"({where}); returns ({results})")
 
 
 def norm_text(contract: Contract) -> str:
-    """The norm part of the formula, as the plain norm's describe says it."""
+    """The norm part of the formula, as the plain norm's describe says it (without what it returns)."""
     base_op = "add_rms_norm" if contract.op.startswith("add_") else "rms_norm"
-    return contract.replace(op=base_op).describe()
+    return re.sub(r"; returns \([^)]*\)", "", contract.replace(op=base_op).describe())
