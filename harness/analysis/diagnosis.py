@@ -240,7 +240,7 @@ def _budget(case: Case, inputs) -> float:
     if case.output == "scale":
         ref = quant_judge.reference(case, inputs, oracle.results(c, inputs.arrays, case.num_heads))
         return float(np.max(np.maximum(ref.scale_hi - ref.scale, ref.scale - ref.scale_lo)
-                            / get_format("float32").ulp(ref.scale)))
+                            / ref.scale_unit.ulp(ref.scale)))
     return budget_for(case.dtype, case.op, case.span, oracle.centring_condition(c, inputs.arrays, case.num_heads),
                       case.output, rounding_rule(c))
 

@@ -274,7 +274,7 @@ BUGS: dict[str, Bug] = {
             ("aiter #4289 (V quant of a zero channel: NaN)", "kernels-community #681 (act_quant without eps)")),
         Bug("quant-y-rounded-first", "rms_norm_quant", "sglang-fp8", {"quant_input": "input"},
             "y kept in float32 until it is quantized", "y rounded to bf16 / fp16, then quantized",
-            "one rounding more than the contract: ~4 % of FP8 codes one step off, every scale a bf16 "
+            "one rounding more than the contract: 1-2 % of FP8 codes one step off (1.4 % measured on bf16 rows of 4096), every scale a bf16 "
             "rounding away", "bf16 / fp16 inputs", ("normal",),
             ("FlashInfer PR #4167 (fp8 conversion double-rounded through bf16)", "Triton #2583",
              "SGLang tests/test_fused_add_rmsnorm_quant_fp8.py ('sequential rounds normalization to BF16')")),

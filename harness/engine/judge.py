@@ -110,8 +110,8 @@ def output_format(case) -> FloatFormat:
     quantized format, the scale in float32)."""
     if case.output == "q":
         return quant.get_format(case.contract.quant_dtype).as_float_format()
-    if case.output == "scale":
-        return get_format("float32")
+    if case.output == "scale":  # counted in the precision of the y its amax is taken of
+        return get_format(case.dtype if case.contract.quant_input == "input" else "float32")
     return get_format(case.dtype)
 
 

@@ -23,7 +23,8 @@ moves ~4 % of FP8 codes by one) hides under it. So each element is bracketed ins
 Reported in the format's units: max_ulp is the largest distance, in ULPs of the format, from y / s
 rounded once with the implementation's scale; tolerance_ulp the widest legal bracket; off_chain the
 share of elements outside it; rel_l2 and max_abs the dequantized q * s against the exact y; the
-scale's row in float32 ULPs of the exact scale.
+scale's row in ULPs of the precision its amax is taken in (`scale_format`: float32, or the input
+dtype where the contract rounds y to it first), at the exact scale.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from normdiff.harness.data.budgets import budget_for, rounding_rule
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import quantize
 from normdiff.harness.engine.judge import Measurement, digest
+from normdiff.text import general, number, precise
 
 F32 = get_format("float32")
 U32 = 2.0 ** -24  # a float32 rounding's relative error, at most
@@ -55,6 +57,7 @@ class QuantReference:
     scale_lo: np.ndarray
     scale_hi: np.ndarray
     q: np.ndarray  # exact q at the exact scale
+    scale_unit: object = F32  # the FloatFormat a scale's error is counted in (`scale_format`)
     output: str = "q"  # the output this reference is the case of (q and scale share one call)
     floor: None = None  # (no ULP floor: the pairs table asks every reference for one)
 
@@ -91,7 +94,8 @@ def reference(case, inputs, exact: dict) -> QuantReference:
     s_lo, s_hi = np.minimum(*ends), np.maximum(*ends)
     if c.scale_rounding == "none":
         s_lo, s_hi = s_lo * (1.0 - 2 * U32), s_hi * (1.0 + 2 * U32)
-    return QuantReference(quant.get_format(c.quant_dtype), c, y, y_lo, y_hi, exact["scale"], s_lo, s_hi, exact["q"])
+    return QuantReference(quant.get_format(c.quant_dtype), c, y, y_lo, y_hi, exact["scale"], s_lo, s_hi, exact["q"],
+                          scale_format(c, case.dtype))
 
 
 def scale_shaped(scale, ref: QuantReference) -> np.ndarray:
@@ -105,15 +109,23 @@ def scale_shaped(scale, ref: QuantReference) -> np.ndarray:
     return a.reshape(want)
 
 
+def scale_format(contract, dtype: str):
+    """The precision a scale's error is counted in: that of the y its amax is taken of (the input
+    dtype where the contract rounds y to it before quantizing, else float32), so that one legal
+    rounding of that y is about one ULP of the scale."""
+    return get_format(dtype if contract.quant_input == "input" else "float32")
+
+
 def judge_scale(out, ref: QuantReference) -> Measurement:
     s = quant.decode(out, "e8m0" if ref.power_of_two and np.asarray(out).dtype == np.uint8 else "float32")
     s = scale_shaped(s, ref)
     m = Measurement(outcome="agree", output_dtype=str(np.asarray(out).dtype), output_digest=digest(np.asarray(out)))
     finite = np.isfinite(s)
     m.nan_count, m.inf_count = int(np.isnan(s).sum()), int(np.isinf(s).sum())
-    ulps = np.abs(s - ref.scale) / F32.ulp(ref.scale)
+    unit = ref.scale_unit.ulp(ref.scale)
+    ulps = np.abs(s - ref.scale) / unit
     m.max_ulp = float(ulps[finite].max()) if finite.any() else float("nan")
-    m.tolerance_ulp = float(np.max(np.maximum(ref.scale_hi - ref.scale, ref.scale - ref.scale_lo) / F32.ulp(ref.scale)))
+    m.tolerance_ulp = float(np.max(np.maximum(ref.scale_hi - ref.scale, ref.scale - ref.scale_lo) / unit))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = s / ref.scale
     m.scale_ratio = float(np.nanmedian(np.where(np.isfinite(ratio), ratio, np.nan))) if finite.any() else float("nan")
@@ -126,7 +138,7 @@ def judge_scale(out, ref: QuantReference) -> Measurement:
     elif outside.any():
         m.outcome = "disagree"
         m.detail = (f"{int(outside.sum())} of {s.size} scales outside what a legal float32 pipeline gives "
-                    f"(median {m.scale_ratio:.4g} x the contract's)")
+                    f"(median {number(m.scale_ratio, 4)} x the contract's)")
     elif m.chain_identical == 1.0:
         m.outcome = "identical"
     return m
@@ -163,13 +175,13 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
     if (~finite & ~legal_nonfinite).any():
         m.outcome = "nan_mismatch"
         m.detail = (f"{int((~finite).sum())} of {q.size} values are NaN or inf where the format's value is "
-                    f"finite (at |y / scale| up to {np.nanmax(np.abs(t)):.4g}; {fmt.name} max {fmt.max:g})")
+                    f"finite (at |y / scale| up to {number(np.nanmax(np.abs(t)), 4)}; {fmt.name} max {general(fmt.max)})")
     elif outside.any():
         m.outcome = "disagree"
         i = np.flatnonzero(outside.reshape(-1))[0]
         m.detail = (f"{int(outside.sum())} of {q.size} values outside what a legal float32 pipeline gives with "
-                    f"your scale (e.g. y / scale = {t.reshape(-1)[i]:.6g}: yours {q.reshape(-1)[i]:g}, legal "
-                    f"{q_lo.reshape(-1)[i]:g} .. {q_hi.reshape(-1)[i]:g})")
+                    f"your scale (e.g. y / scale = {precise(t.reshape(-1)[i])}: yours {general(q.reshape(-1)[i])}, legal "
+                    f"{general(q_lo.reshape(-1)[i])} .. {general(q_hi.reshape(-1)[i])})")
     elif m.chain_identical == 1.0:
         m.outcome = "identical"
     return m

@@ -25,6 +25,7 @@ import numpy as np
 
 from normdiff.harness.data import quant
 from normdiff.harness.data.ops import norm
+from normdiff.text import general, number
 
 if TYPE_CHECKING:
     from normdiff.harness.data.contracts import Contract
@@ -131,13 +132,13 @@ def describe(contract: Contract) -> str:
     block = "per row" if not c.quant_group else f"per block of {c.quant_group}"
     amax = "amax |y|" if c.scale_from == "y" else "amax |y / w|"
     if c.amax_floor:
-        amax = f"max({amax}, {c.amax_floor:g})"
-    scale = f"{amax} / {c.quant_max:g}"
+        amax = f"max({amax}, {general(c.amax_floor)})"
+    scale = f"{amax} / {general(c.quant_max)}"
     scale = {"none": scale, "ceil_pow2": f"2^ceil(log2({scale}))",
              "ocp_floor": f"2^(floor(log2 {amax}) - {emax(quant.get_format(c.quant_dtype))})",
              "floor_pow2": f"2^floor(log2({scale}))", "nearest_pow2": f"2^round(log2({scale}))"}[c.scale_rounding]
     if c.scale_floor:
-        scale = f"max({scale}, {c.scale_floor:.3g})"
+        scale = f"max({scale}, {number(c.scale_floor)})"
     base = norm_text(c)
     where = "y in float32" if c.quant_input == "float32" else "y rounded to the input dtype"
     clamp = "clamped" if c.saturate else "unclamped"
