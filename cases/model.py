@@ -110,7 +110,15 @@ class Case:
             raise UsageError(f"case shape must be positive, got rows={self.rows} width={self.width} "
                              f"heads={self.num_heads}")
         check_size(self.rows, self.width)
+        if not self.dy and self.output == "y" and "y" not in record.results:  # its first result is not y (q)
+            object.__setattr__(self, "output", record.results[0])
         _check_pass(record, self.dy, self.output)
+        if self.dy and not record.backward:
+            raise UsageError(f"{self.op} has no backward pass (a quantizer's derivative is 0 almost everywhere)")
+        group = get_contract(self.op, self.convention).quant_group if "q" in record.results else 0
+        if group and self.width % group:
+            raise UsageError(f"{self.op}@{self.convention} quantizes blocks of {group} columns: the width "
+                             f"must be a multiple of {group}, got {self.width}")
         layouts.check_case_layout(self.layout, {o.name: self.choice(o.name) or o.default
                                                 for o in record.operands if o.per == CASE})
         if self.num_heads != 1 and "num_heads" not in record.dims:
@@ -129,7 +137,7 @@ class Case:
         A backward case names its upstream gradient's regime `dy` and its `output` (default dx);
         `layout` how its arrays lie in memory (default contiguous)."""
         rows, width, heads = parse_shape(get_op(op), shape)
-        output = output or ("dx" if dy else "y")
+        output = output or ("dx" if dy else get_op(op).results[0])
         return cls(op, convention, dtype, rows, width, heads, regime, tuple(choices.items()), eps, sample,
                    dy, output, layout)
 
@@ -208,7 +216,7 @@ class Case:
             parts.append(f"layout={self.layout}")
         if self.dy:
             parts += [f"dy={self.dy}"] + ([f"out={self.output}"] if with_output else [])
-        elif with_output and self.output != "y":  # a fused add's second result; y keeps its id
+        elif with_output and self.output != self.record.results[0]:  # a later result (residual_out, scale)
             parts.append(f"out={self.output}")
         text = "/".join(parts)
         return text + (f"#{self.sample}" if self.sample else "")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.names import unknown
+from normdiff.harness.data.ops import OPS
 from normdiff.implementations.frameworks import FRAMEWORKS
 
 if TYPE_CHECKING:
@@ -126,7 +127,9 @@ class Implementation:
         return self.backward if pass_ == "backward" else self.entry
 
     def supports(self, op: str, convention: str, pass_: str = "forward") -> bool:
-        return (op, convention) in self.op_conventions and pass_ in self.passes
+        """Whether it runs `pass_` of op@convention (no op without a backward pass, a quantizer, has one)."""
+        return (op, convention) in self.op_conventions and pass_ in self.passes and \
+            (pass_ == "forward" or OPS[op].backward)
 
     def layout_problem(self, layout: str) -> str | None:
         """Why a case in memory layout `layout` cannot reach this implementation as laid out (its

@@ -417,7 +417,9 @@ def _scalars(contract: Contract, dtype) -> tuple:
 
 
 def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[np.ndarray, ...]:
-    """The op's output: y, or for a fused add the tuple (y, residual_out)."""
+    """The op's output: y, or for a fused add the tuple (y, residual_out); a quantizing op's (q, scale)."""
+    if op.endswith("_quant"):
+        return quantizing(op, contract, inputs)
     x = np.asarray(inputs.arrays["x"])
     dtype = x.dtype
     n = int(np.prod(x.shape[:-1], dtype=np.int64))
@@ -544,3 +546,73 @@ def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, n
             # the one rounding of each gradient to its operand's (the case's) dtype
             out[name] = g.astype(dtype) if per_case else g[:n].astype(dtype).reshape(x.shape)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantizing norms: y from the plain op's program (on float32 copies of the inputs where the
+# contract keeps y in float32: every input dtype's values are exact in float32, and the statistics
+# are float32 anyway), then the scale and q in one program per contract and shape (ops/quantize.py
+# has the maths; JAX casts a float32 to float8 / float4 rounding to nearest even once).
+
+def quantizing(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
+    base_op = "add_rms_norm" if op.startswith("add_") else "rms_norm"
+    base = contract.replace(op=base_op)
+    keep32 = contract.quant_input == "float32"
+    arrays = {n: a.astype(np.float32) for n, a in inputs.arrays.items()} if keep32 else inputs.arrays
+    given = CaseInputs(arrays, inputs.num_heads, inputs.layout)
+    out = run(base_op, base, given)
+    y = (out[0] if isinstance(out, tuple) else out).astype(np.float32)
+    source = y
+    if contract.scale_from == "normalised":  # the bug: the amax of the value before the weight
+        bare = CaseInputs({**arrays, "weight": np.zeros_like(arrays["weight"])}, inputs.num_heads, inputs.layout)
+        plain = run(base_op, base.replace(weight_offset=1.0), bare)
+        source = (plain[0] if isinstance(plain, tuple) else plain).astype(np.float32)
+    q, scale = _quantize(jnp.asarray(y), jnp.asarray(source), contract)
+    q, scale = np.asarray(q), np.asarray(scale)
+    if op.startswith("add_"):
+        x, r = inputs.arrays["x"], inputs.arrays["residual"]
+        return q, scale, (x.astype(np.float64) + r.astype(np.float64)).astype(x.dtype)  # h rounded once
+    return q, scale
+
+
+_EMAX = {"float8_e4m3fn": 8, "float8_e4m3fnuz": 7, "float8_e5m2": 15, "float4_e2m1fn": 2}
+
+
+@functools.partial(jax.jit, static_argnames=("c",))
+def _quantize(y, source, c: Contract):
+    n = y.shape[-1] if not c.quant_group else c.quant_group
+    blocks = y.reshape(*y.shape[:-1], y.shape[-1] // n, n)
+    amax = jnp.abs(source.reshape(blocks.shape)).max(-1)
+    if c.amax_floor:
+        amax = (jnp.maximum if c.amax_bound == "floor" else jnp.minimum)(amax, _F32(c.amax_floor))
+    raw = amax / _F32(c.quant_max)
+    scale = raw if c.scale_rounding == "none" else _pow2(raw, amax, c)
+    scale = jnp.maximum(scale, _F32(c.scale_floor))
+    s = scale[..., None]
+    t = blocks / s if not c.zero_guard else jnp.where(s != 0, blocks / jnp.where(s != 0, s, 1.0), 0.0)
+    integer = c.quant_dtype == "int8"
+    if c.saturate or integer:
+        low = -c.quant_max - 1.0 if integer and c.quant_max == 127.0 else -c.quant_max
+        t = jnp.clip(t, low, min(c.quant_max, 127.0) if integer else c.quant_max)
+    t = t.reshape(y.shape)
+    if integer:
+        rounding = {"nearest": jnp.round, "truncate": jnp.trunc,
+                    "half_away": lambda v: jnp.sign(v) * jnp.floor(jnp.abs(v) + 0.5)}[c.quant_rounding]
+        return rounding(t).astype(jnp.int8), scale
+    return t.astype(getattr(jnp, c.quant_dtype)), scale
+
+
+def _pow2(raw, amax, c: Contract):
+    value = amax if c.scale_rounding == "ocp_floor" else raw
+    mantissa, exponent = jnp.frexp(value)
+    floor = exponent - 1
+    if c.scale_rounding == "ceil_pow2":
+        e = jnp.where(mantissa == 0.5, floor, floor + 1)
+    elif c.scale_rounding == "nearest_pow2":
+        e = jnp.round(jnp.log2(jnp.where(value > 0, value, 1.0))).astype(jnp.int32)
+    else:
+        e = floor
+    if c.scale_rounding == "ocp_floor":
+        e = e - _EMAX[c.quant_dtype]
+    e = jnp.clip(e, -127, 127)
+    return jnp.where(value > 0, jnp.ldexp(jnp.ones_like(value), e), 1.0).astype(_F32)

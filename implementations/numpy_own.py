@@ -127,6 +127,8 @@ def run(op: str, c: Contract, inputs: CaseInputs, f=_F32, cast=_cast):
     step between the contract's rounding points is computed in (float32; the chain reference takes
     float64) and `cast` what such a rounding point does (`_cast`)."""
     a = inputs.arrays
+    if op.endswith("_quant"):
+        return quantizing(op, c, inputs, f, cast)
     if "residual" in a:
         return add_norm(c, inputs, f, cast)
     if "positions" in a:  # qk_norm_rope: the norm and the rotation in the contract's order
@@ -198,3 +200,83 @@ def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray, dtype=None, f=_F32, ca
     if gate is not None and c.gate_order == "norm_then_gate":
         y = y.astype(f) * gate
     return cast(y, dtype, final=True)
+
+
+# ---- quantizing norms (ops/quantize.py has the exact maths this follows in float32) ---------------
+
+# each format's largest value (OCP MX's emax is its log2), kept here rather than read from normdiff's
+# tables so that a repro script runs this file alone
+_FORMATS = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0, "float4_e2m1fn": 6.0,
+            "int8": 127.0}
+
+
+def quantizing(op: str, c: Contract, inputs: CaseInputs, f=_F32, cast=_cast):
+    """(q, scale) of the norm's y, or for the fused add (q, scale, residual_out): y computed as the
+    plain op computes it, kept in float32 or rounded to the input dtype first (quant_input), the
+    scale from each row's or block's float32 amax, q = y / scale clamped and cast to the format
+    (ml_dtypes rounds a float32 to nearest even once)."""
+    a = inputs.arrays
+    dtype = a["x"].dtype
+    keep = f if c.quant_input == "float32" else dtype
+    if "residual" in a:
+        x, r = a["x"], a["residual"]
+        residual_out = _to_dtype(x.astype(np.float64) + r.astype(np.float64), dtype, c.residual_rounding)
+        h = x.astype(f) + r.astype(f) if c.residual_dtype == "float32" else residual_out
+        y = _norm(c, inputs, h, keep, f, cast)
+    else:
+        residual_out = None
+        y = _norm(c, inputs, a["x"], keep, f, cast)
+    source = y
+    if c.scale_from == "normalised" and "weight" in a:
+        bare = type(inputs)(**{**vars(inputs), "arrays": {k: v for k, v in a.items() if k != "weight"}})
+        source = _norm(c, bare, h if residual_out is not None else a["x"], keep, f, cast)
+    q, scale = quantize_values(y.astype(f), source.astype(f), c, f)
+    return (q, scale) if residual_out is None else (q, scale, residual_out)
+
+
+def quantize_values(y: np.ndarray, source: np.ndarray, c: Contract, f=_F32) -> tuple[np.ndarray, np.ndarray]:
+    """q and the float32 scales of float32 y per row (quant_group 0) or block of quant_group columns."""
+    import ml_dtypes
+
+    n = y.shape[-1] if not c.quant_group else c.quant_group
+    blocks = y.reshape(*y.shape[:-1], y.shape[-1] // n, n)
+    amax = np.abs(source.reshape(blocks.shape)).max(-1)
+    if c.amax_floor:
+        amax = (np.maximum if c.amax_bound == "floor" else np.minimum)(amax, f(c.amax_floor))
+    scale = _pow2(amax / f(c.quant_max), amax, c, f)
+    scale = np.maximum(scale, f(c.scale_floor)).astype(f)
+    s = scale[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (blocks / s if not c.zero_guard else np.where(s != 0, blocks / np.where(s != 0, s, f(1.0)), f(0.0))).astype(f)
+    fmax = f(c.quant_max)
+    integer = c.quant_dtype == "int8"
+    if c.saturate or integer:  # (a float-to-int8 cast saturates here, as CUDA's cvt.sat does)
+        low = -fmax - f(1.0) if integer and c.quant_max == 127.0 else -fmax
+        t = np.clip(t, low, fmax if not integer else min(fmax, f(127.0)))
+    if integer or c.quant_rounding != "nearest":
+        with np.errstate(invalid="ignore"):
+            t = {"truncate": np.trunc, "half_away": lambda v: np.sign(v) * np.floor(np.abs(v) + f(0.5)),
+                 "nearest": np.rint}[c.quant_rounding](t) if integer else t
+    q = t.astype(np.int8) if integer else t.astype(getattr(ml_dtypes, c.quant_dtype))
+    return q.reshape(y.shape), scale
+
+
+def _pow2(raw: np.ndarray, amax: np.ndarray, c: Contract, f=_F32) -> np.ndarray:
+    """The scale rounded to a power of two as the contract says, from the float32 bits (frexp is
+    exact); a zero block's power-of-two scale is 1."""
+    if c.scale_rounding == "none":
+        return raw
+    rule = c.scale_rounding
+    value = amax if rule == "ocp_floor" else raw
+    mantissa, exponent = np.frexp(value.astype(np.float64))
+    floor = exponent - 1
+    if rule == "ceil_pow2":
+        e = np.where(mantissa == 0.5, floor, floor + 1)
+    elif rule == "nearest_pow2":
+        e = np.round(np.log2(np.where(value > 0, value, 1.0)))
+    else:
+        e = floor
+    if rule == "ocp_floor":
+        e = e - int(np.floor(np.log2(_FORMATS[c.quant_dtype])))
+    e = np.clip(e, -127, 127)
+    return np.where(value > 0, np.ldexp(f(1.0), e.astype(np.int32)), f(1.0)).astype(f)

@@ -175,3 +175,32 @@ def nn_layer_norm_backward(op: str, contract: Contract, inputs: CaseInputs, dy) 
         return norm(x)
 
     return _vjp(call, [x, w, b], ["x", "weight", "bias"], dy, shape)
+
+
+# ---- mx.quantize: MLX's own MX quantizers after its own RMSNorm -------------------------------
+#
+# mx.quantize(y, 32, bits, mode="mxfp8" | "mxfp4") on MLX's float32 norm output (mx.fast.rms_norm of
+# the case's values in float32: the mx conventions keep y in float32), as an MLX user quantizes a
+# norm's output for the next layer. Measured on MLX 0.32.4 (CPU; CATALOGUE.md, "Quantizing norms"):
+# the E8M0 exponent is ceil(log2(amax / max)) for both modes (0 mismatches in 15216 groups), so it is
+# declared for the mxfp8 and mxfp4 conventions; mxfp8 rounds to nearest even; mxfp4 rounds ties
+# toward zero (0.75 -> 0.5, 2.5 -> 2) where the contract rounds them to even, which shows wherever a
+# quotient lands exactly on a tie. mx.quantize packs q into uint32 words: q is read back through
+# mx.dequantize in float32 (exactly code * 2^e) divided by the power of two, and the scales are
+# returned as MLX gives them, E8M0 bytes.
+
+_MX_MODES = {"float8_e4m3fn": ("mxfp8", 8), "float4_e2m1fn": ("mxfp4", 4)}
+
+
+def quantize_mx(op: str, contract: Contract, inputs: CaseInputs):
+    import ml_dtypes
+
+    x, w = _operand(inputs, "x"), _operand(inputs, "weight")
+    mode, bits = _MX_MODES[contract.quant_dtype]
+    y = mx.fast.rms_norm(from_numpy(x.astype(np.float32)), from_numpy(w.astype(np.float32)), contract.eps)
+    packed, scales = mx.quantize(y, group_size=32, bits=bits, mode=mode)
+    values = to_numpy(mx.dequantize(packed, scales, group_size=32, bits=bits, mode=mode, dtype=mx.float32))
+    byte = to_numpy(scales)
+    power = np.ldexp(1.0, byte.astype(np.int64) - 127)
+    q = values.reshape(*values.shape[:-1], -1, 32) / power[..., None]
+    return q.reshape(values.shape).astype(np.float32).astype(getattr(ml_dtypes, contract.quant_dtype)), byte

@@ -501,7 +501,9 @@ def _takes(cls: type) -> tuple[str, ...]:
 
 
 def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor | tuple[torch.Tensor, ...]:
-    """The op's output: y, or for a fused add the tuple (y, residual_out)."""
+    """The op's output: y, or for a fused add the tuple (y, residual_out); a quantizing op's (q, scale)."""
+    if op.endswith("_quant"):
+        return quantizing(op, contract, inputs)
     module, arrays = prepare(op, contract, inputs)
     with torch.inference_mode():
         return forward(op, module, arrays)
@@ -522,3 +524,92 @@ def backward(op: str, contract: Contract, inputs: CaseInputs, dy) -> dict[str, t
     if "residual" in arrays and not isinstance(dy, dict):  # dy of y alone: residual_out's is 0 (the VJP's rule)
         dy = {"y": dy, "residual_out": np.zeros_like(np.asarray(dy))}
     return autograd_vjp(lambda: forward(op, module, {**arrays, **leaves}), leaves, dy)
+
+
+# ---- quantizing norms: the plain norm's module, then the quantizer in torch (ops/quantize.py) ----
+
+def quantizing(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
+    """(q, scale) of rms_norm_quant, (q, scale, residual_out) of add_rms_norm_quant: y from the
+    plain op's module (run on float32 copies of the inputs where the contract keeps y in float32:
+    every input dtype's values are exact in float32, and its statistics are float32 anyway), then
+    the scale per row or block and q = y / scale clamped and cast with torch's own float8 / int8
+    casts. FP4 has no torch cast on CPU (float4_e2m1fn_x2 converts to nothing here): its clamped
+    float32 quotients are cast by ml_dtypes, which rounds to nearest even as a cast must."""
+    base_op = "add_rms_norm" if op.startswith("add_") else "rms_norm"
+    base = contract.replace(op=base_op)
+    arrays = inputs.arrays
+    if contract.quant_input == "float32":
+        arrays = {name: a.astype(np.float32) for name, a in arrays.items()}
+    module, tensors = prepare(base_op, base, type(inputs)(**{**vars(inputs), "arrays": arrays}))
+    with torch.inference_mode():
+        out = forward(base_op, module, tensors)
+    y = (out[0] if isinstance(out, tuple) else out).float()
+    if contract.scale_from == "normalised":  # the bug: the amax of the value before the weight
+        bare = {name: a for name, a in arrays.items() if name != "weight"}
+        plain, ptensors = prepare(base_op, base.replace(weight_offset=1.0), type(inputs)(**{**vars(inputs), "arrays": {
+            **bare, "weight": np.zeros_like(arrays["weight"])}}))
+        with torch.inference_mode():
+            normed = plain(*(ptensors[n] for n in _takes(type(plain))))
+        source = (normed[0] if isinstance(normed, tuple) else normed).float()
+    else:
+        source = y
+    q, scale = quantize_tensor(y, source, contract)
+    if op.startswith("add_"):
+        residual_out = out[1]
+        if contract.quant_input == "float32":  # the float32 run's sum, rounded as the input dtype holds it
+            residual_out = to_torch((inputs.arrays["x"].astype(np.float64) + inputs.arrays["residual"]).astype(
+                inputs.arrays["x"].dtype))
+        return q, scale, residual_out
+    return q, scale
+
+
+_FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8_e4m3fnuz,
+           "float8_e5m2": torch.float8_e5m2}
+
+
+def quantize_tensor(y: torch.Tensor, source: torch.Tensor, c: Contract) -> tuple:
+    """q and float32 scales of float32 y, per row or per block of c.quant_group columns."""
+    n = y.shape[-1] if not c.quant_group else c.quant_group
+    blocks = y.reshape(*y.shape[:-1], y.shape[-1] // n, n)
+    amax = source.reshape(blocks.shape).abs().amax(-1)
+    if c.amax_floor:
+        bound = torch.clamp_min if c.amax_bound == "floor" else torch.clamp_max
+        amax = bound(amax, c.amax_floor)
+    raw = amax / c.quant_max
+    scale = torch.clamp_min(_pow2(raw, amax, c), c.scale_floor) if c.scale_floor else _pow2(raw, amax, c)
+    s = scale.unsqueeze(-1)
+    t = blocks / s if not c.zero_guard else torch.where(s != 0, blocks / torch.where(s != 0, s, 1.0), 0.0)
+    integer = c.quant_dtype == "int8"
+    if c.saturate or integer:
+        low = -c.quant_max - 1.0 if integer and c.quant_max == 127.0 else -c.quant_max
+        t = t.clamp(low, min(c.quant_max, 127.0) if integer else c.quant_max)
+    t = t.reshape(y.shape)
+    if integer:
+        rounding = {"nearest": torch.round, "truncate": torch.trunc,
+                    "half_away": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5)}[c.quant_rounding]
+        return rounding(t).to(torch.int8), scale
+    if c.quant_dtype in _FLOAT8:
+        return t.to(_FLOAT8[c.quant_dtype]), scale
+    import ml_dtypes  # FP4 (module docstring)
+
+    return t.numpy().astype(getattr(ml_dtypes, c.quant_dtype)), scale
+
+
+def _pow2(raw: torch.Tensor, amax: torch.Tensor, c: Contract) -> torch.Tensor:
+    """The scale as a power of two by the contract's rule, from torch.frexp's exact exponent; a zero
+    block's is 1."""
+    if c.scale_rounding == "none":
+        return raw
+    value = amax if c.scale_rounding == "ocp_floor" else raw
+    mantissa, exponent = torch.frexp(value)
+    floor = exponent - 1
+    if c.scale_rounding == "ceil_pow2":
+        e = torch.where(mantissa == 0.5, floor, floor + 1)
+    elif c.scale_rounding == "nearest_pow2":
+        e = torch.round(torch.log2(torch.where(value > 0, value, 1.0))).to(torch.int32)
+    else:
+        e = floor
+    if c.scale_rounding == "ocp_floor":
+        e = e - {"float8_e4m3fn": 8, "float8_e4m3fnuz": 7, "float8_e5m2": 15, "float4_e2m1fn": 2}[c.quant_dtype]
+    e = e.clamp(-127, 127)
+    return torch.where(value > 0, torch.ldexp(torch.ones_like(value), e.to(torch.float32)), 1.0)

@@ -68,7 +68,9 @@ REGIME_PARAMETERS = {
 }
 EPS_VALUES = (None, 1e-6, 1e-5)  # None: the convention's config eps; then the families' common values
 # every (op, convention) pair, in the op records' order, then the conventions' order
-PAIRS = tuple((op, c.name) for op in OPS for c in CONVENTIONS.values() if op in c.contracts)
+# (the quantizing ops are not drawn yet: their widths must be multiples of a block and they have no
+# backward pass, which the shapes and passes below do not know; `normdiff run` and `check` judge them)
+PAIRS = tuple((op, c.name) for op in OPS for c in CONVENTIONS.values() if op in c.contracts and not OPS[op].quantizes)
 DEFAULT_MAX_ROWS = 8
 DEFAULT_MAX_WIDTH = 256
 DEFAULT_MAX_HEADS = 8

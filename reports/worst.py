@@ -47,6 +47,8 @@ def side_by_side(outputs: dict, case_id: str, implementation: str,
         # the case's own output as the run judged it: y, a fused add's residual_out, or a gradient
         prepared = prepare(case, [case])
         ref, inputs = prepared.ref, prepared.inputs
+        if case.record.quantizes:  # q and its scale: no ULP grid of the case dtype to line up (not yet)
+            return None
         exact = ref.exact
         out = np.asarray(out).astype(np.float64)
         if out.shape != exact.shape:

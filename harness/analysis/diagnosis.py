@@ -40,8 +40,9 @@ from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.knobs import DERIVED_KNOBS, KNOBS
-from normdiff.harness.engine import chain, oracle
-from normdiff.harness.engine.judge import ulp_distance
+from normdiff.harness.data.ops import OPS
+from normdiff.harness.engine import chain, oracle, quant_judge
+from normdiff.harness.engine.judge import output_format, ulp_distance
 from normdiff.implementations import numpy_own
 
 MAX_CASES = 30  # disagreeing cases examined per candidate, spread over regimes, dtypes and eps
@@ -188,7 +189,10 @@ def candidates(op: str, convention: str) -> list[Candidate]:
 
 
 def _distance(a: np.ndarray, b: np.ndarray, fmt) -> float:
-    """Max ULP distance between two outputs (inf when their NaN/Inf patterns differ)."""
+    """Max ULP distance between two outputs (inf when their NaN/Inf patterns or their shapes differ:
+    a quantizing candidate with another block size has another number of scales)."""
+    if np.shape(a) != np.shape(b):
+        return float("inf")
     dist, same = ulp_distance(a, b, fmt)
     return dist if same else float("inf")
 
@@ -205,6 +209,8 @@ def _mean_distance(a: np.ndarray, b: np.ndarray, fmt) -> float:
     """Mean ULP distance over the elements both have finite: what tells a fixed per-channel error
     (every element an ulp off) from rounding noise (a few)."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape:
+        return float("inf")
     ok = np.isfinite(x) & np.isfinite(y)
     if not ok.any():
         return 0.0
@@ -223,6 +229,22 @@ def _spread(case_ids: list[str]) -> list[str]:
     return picked[:MAX_CASES]
 
 
+def _budget(case: Case, inputs) -> float:
+    """How far, in ULPs of its output's format, a candidate may be from the output and still explain
+    it: the case's budget; for a quantizing op's q one code (a legal rounding apart moves a quotient
+    across one boundary at most, where y is float32), for its scale the half-width of the scale's
+    legal bracket (engine/quant_judge.py)."""
+    c = case.contract
+    if case.output == "q":
+        return 1.0
+    if case.output == "scale":
+        ref = quant_judge.reference(case, inputs, oracle.results(c, inputs.arrays, case.num_heads))
+        return float(np.max(np.maximum(ref.scale_hi - ref.scale, ref.scale - ref.scale_lo)
+                            / ref.scale_unit.ulp(ref.scale)))
+    return budget_for(case.dtype, case.op, case.span, oracle.centring_condition(c, inputs.arrays, case.num_heads),
+                      case.output, rounding_rule(c))
+
+
 class _Examined:
     """The examined cases, their inputs, the implementation's outputs and the convention's own
     (NumPy) outputs, with a candidate's outputs computed on demand at each case's eps."""
@@ -233,12 +255,11 @@ class _Examined:
         self.inputs = [c.inputs() for c in self.cases]
         self.outputs = [outputs[c.id] for c in self.cases]
         self.base = [self.run(c, i, {}) for c, i in zip(self.cases, self.inputs)]
-        self.budgets = [budget_for(c.dtype, op, c.span, oracle.centring_condition(c.contract, i.arrays, c.num_heads),
-                                   c.output, rounding_rule(c.contract))
-                        for c, i in zip(self.cases, self.inputs)]
+        self.budgets = [_budget(c, i) for c, i in zip(self.cases, self.inputs)]
         # cases whose outputs are within the budget of the convention's own: they failed on the
         # rounding chain (engine/chain.py) or a channel's mean, where the max says nothing
-        self.chain_only = [c.dtype in chain.LOW_PRECISION and _distance(out, mine, get_format(c.dtype)) <= budget
+        self.chain_only = [c.dtype in chain.LOW_PRECISION and not c.record.quantizes
+                           and _distance(out, mine, get_format(c.dtype)) <= budget
                            for c, out, mine, budget in zip(self.cases, self.outputs, self.base, self.budgets)]
 
     def run(self, case: Case, inputs, changes: dict) -> np.ndarray:
@@ -257,7 +278,7 @@ class _Examined:
             case, inputs, out, mine = self.cases[i], self.inputs[i], self.outputs[i], self.base[i]
             expected = self.run(case, inputs, cand.changes)
             differs = differs or not np.array_equal(expected, mine, equal_nan=True)
-            fmt = get_format(case.dtype)
+            fmt = output_format(case)
             d, mean = _distance(out, expected, fmt), _mean_distance(out, expected, fmt)
             if self.chain_only[i]:  # judged on its rounding chain: the candidate must follow it bit for bit
                 apart = _apart(out, expected)
@@ -305,7 +326,7 @@ def _diagnose(outputs: dict[str, np.ndarray], op: str, convention: str, top: int
         pairs = [p for p in _pairs(_seeds(singles), singles, examined, base, convention, floor)
                  if p.matched >= need or (p.matched >= floor and _explains_beyond(p, ranked[0], examined))]
         ranked = sorted(ranked + pairs, key=_rank)
-    fits = fitting.fit(list(zip(examined.cases, examined.inputs, examined.outputs)))
+    fits = [] if OPS[op].quantizes else fitting.fit(list(zip(examined.cases, examined.inputs, examined.outputs)))
     return Diagnosis(ranked[:top], fits, n)
 
 

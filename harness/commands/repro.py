@@ -41,7 +41,7 @@ from normdiff.harness.data.ops import CASE
 from normdiff.harness.data.outcomes import NOT_RUN, PASSING
 from normdiff.harness.engine import oracle
 from normdiff.harness.engine.columns import C
-from normdiff.harness.engine.judge import ulp_rule
+from normdiff.harness.engine.judge import output_format, ulp_rule
 from normdiff.implementations.entry import Implementation
 from normdiff.reports import messages, worst
 from normdiff.reports.folder import writing
@@ -166,7 +166,7 @@ def describe(r: Replay) -> str:
     lines = [f"case            {one(case.id)}",
              f"contract        {case.contract.describe()}",
              f"implementation  {one(impl.name)} ({one(impl.kind)}, {one(impl.framework)}): {one(impl.description)}",
-             f"outcome         {one(row[C.outcome])}" + (f" ({budget_of(budget, one(case.dtype))})"
+             f"outcome         {one(row[C.outcome])}" + (f" ({budget_of(budget, one(output_format(case).name))})"
                                                         if budget == budget and budget is not None else ""),
              f"measured        {one(messages.headline(row))}",
              "errors          " + "  ".join(f"{k} {precise(row.get(k))}" for k in

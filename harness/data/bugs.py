@@ -226,6 +226,68 @@ BUGS: dict[str, Bug] = {
             "Qwen3-Next's gate order in a Mamba2 port (norm_before_gate=True where False is meant)",
             "any gate; mostly closed gates most", ("normal", "group_scales"),
             ("mamba_ssm RMSNormGated norm_before_gate", "mamba #547")),
+        # quantizing norms (ops/quantize.py; CATALOGUE.md, "Quantizing norms")
+        Bug("quant-scale-before-weight", "rms_norm_quant", "sglang-fp8", {"scale_from": "normalised"},
+            "scale = amax|rms_norm(x) * w| / 448", "scale = amax|rms_norm(x)| / 448, then q = y / scale",
+            "the scale taken from the normalised value before the weight: a gain > 1 saturates the row's "
+            "largest values at 448, a gain < 1 wastes range",
+            "trained or large weights (any gain far from 1)", ("normal", "outliers"),
+            ("issue 34's bug list (no filed upstream bug found: every fused kernel read takes the amax "
+             "after the weight)",)),
+        Bug("quant-no-saturation", "rms_norm_quant", "ocp-mxfp8", {"saturate": False},
+            "q = e4m3(clamp(y / scale, -448, 448))", "q = e4m3(y / scale) unclamped",
+            "E4M3FN has no inf: a quotient past 464 becomes NaN where the clamp would give 448; the OCP "
+            "floor rule puts block maxima at up to 512",
+            "blocks whose amax lies in (448, 512) x 2^k (half of them)", ("normal", "outliers"),
+            ("NVIDIA Model-Optimizer PR #1397 (unclamped e4m3 cast of a block scale: NaN byte 0x7F)",
+             "ml_dtypes #400 (the float32 -> e4m3fn cast is not saturating)")),
+        Bug("quant-fnuz-max-448", "rms_norm_quant", "aiter-fp8", {"quant_max": 448.0},
+            "scale = amax / 240 (E4M3FNUZ's max)", "scale = amax / 448 (E4M3FN's max) on an FNUZ output",
+            "the FN format's 448 used for ROCm's FNUZ, which saturates at 240: each row's values past 248 "
+            "become NaN in the FNUZ cast", "any row (its amax lands at 448)", ("normal",),
+            ("vLLM csrc/quantization/utils.cuh (quant_type_max for Float8_e4m3fnuz)",
+             "SGLang PR #30900 (the reverse: 224 hardcoded on gfx950)")),
+        Bug("quant-fnuz-max-for-fn", "rms_norm_quant", "sglang-fp8", {"quant_max": 224.0},
+            "scale = amax / 448 (E4M3FN's max)", "scale = amax / 224 (ROCm's FNUZ max) on an E4M3FN output",
+            "a ROCm FNUZ max kept on a platform whose FP8 is E4M3FN: half the format's range unused, every "
+            "scale 2x the contract's", "any row", ("normal",),
+            ("SGLang PR #30900 (bit8_max = 224.0 hardcoded on every ROCm, gfx950's E4M3FN included)",)),
+        Bug("quant-fnuz-max-240", "rms_norm_quant", "vllm-fp8-rocm", {"quant_max": 240.0},
+            "scale = amax / 224 (vLLM's ROCm max)", "scale = amax / 240 (torch.finfo(float8_e4m3fnuz).max)",
+            "torch's FNUZ max where vLLM's ROCm kernels divide by 224 ('Using the default max value from "
+            "pytorch (240.0 0x7F) will cause accuracy issues')", "any row", ("normal",),
+            ("vLLM csrc/quantization/utils.cuh, the comment on quant_type_max",)),
+        Bug("quant-e8m0-rounded-down", "rms_norm_quant", "mxfp8", {"scale_rounding": "floor_pow2"},
+            "scale = 2^ceil(log2(amax / 448))", "scale = 2^floor(log2(amax / 448)) (the exponent bits truncated)",
+            "an E8M0 scale one binade too small: the block's largest values saturate at 448",
+            "blocks whose amax / 448 is not a power of two (almost all)", ("normal",),
+            ("vLLM PR #43557 (MXFP4 MoE E8M0 scale by >> 23)", "FBGEMM's copy of the TRT-LLM UE8M0 path")),
+        Bug("quant-e8m0-nearest", "rms_norm_quant", "mxfp8", {"scale_rounding": "nearest_pow2"},
+            "scale = 2^ceil(log2(amax / 448))", "scale = 2^round(log2(amax / 448))",
+            "E8M0 rounded to the nearest power of two: about half the blocks saturate their maxima "
+            "(up to 29 % lost)", "blocks with log2(amax / 448) in (k, k + 0.5)", ("normal",),
+            ("MLX PR #4353 (CPU / Metal to_fp8_e8m0 rounded to nearest)", "lablup/mlxcel #1769")),
+        Bug("quant-zero-row-nan", "rms_norm_quant", "sglang-fp8", {"zero_guard": False},
+            "q = 0 where the scale is 0", "q = y / scale: 0 / 0 = NaN on a zero row",
+            "a zero row (padding, a masked token) quantized to NaN, which survives the zero descale",
+            "zero rows", ("zero_rows",),
+            ("aiter #4289 (V quant of a zero channel: NaN)", "kernels-community #681 (act_quant without eps)")),
+        Bug("quant-y-rounded-first", "rms_norm_quant", "sglang-fp8", {"quant_input": "input"},
+            "y kept in float32 until it is quantized", "y rounded to bf16 / fp16, then quantized",
+            "one rounding more than the contract: 1-2 % of FP8 codes one step off (1.4 % measured on bf16 rows of 4096), every scale a bf16 "
+            "rounding away", "bf16 / fp16 inputs", ("normal",),
+            ("FlashInfer PR #4167 (fp8 conversion double-rounded through bf16)", "Triton #2583",
+             "SGLang tests/test_fused_add_rmsnorm_quant_fp8.py ('sequential rounds normalization to BF16')")),
+        Bug("quant-int8-truncated", "rms_norm_quant", "vllm-int8", {"quant_rounding": "truncate"},
+            "q = rint(y / scale)", "q = (int8)(y / scale): truncated toward zero",
+            "every code biased toward zero by half a step on average", "any row", ("normal",),
+            ("vLLM int8_utils._per_token_group_quant_int8 (Triton .to(int8) truncates; a downstream patch)",
+             "aiter pertoken_quant's .to(int8)")),
+        Bug("quant-amax-cap", "rms_norm_quant", "deepseek-v3-fp8", {"amax_bound": "cap"},
+            "amax = max(amax, 1e-4)", "amax = min(amax, 1e-4)",
+            "the amax floor written as a cap: every block's scale 1e-4 / 448, every value saturated",
+            "any block with amax > 1e-4", ("normal",),
+            ("DeepSeek-V3 PR #964 (tl.min where tl.maximum was meant), fixed in #969",)),
     )
 }
 

@@ -93,6 +93,22 @@ class Contract:
     residual_dtype: str = "input"
     residual_rounding: str = "nearest"
     residual_order: str = "before_norm"
+    # quantizing norms (rms_norm_quant, add_rms_norm_quant; ops/quantize.py): q = y / scale rounded
+    # once to quant_dtype, scale = max(round(max(amax, amax_floor) / quant_max), scale_floor) over
+    # each row (quant_group 0) or block of quant_group columns; `quant_input` where y is rounded
+    # before (a rounding knob), `saturate` the clamp, `scale_from` what the amax is taken of
+    quant_dtype: str = "float8_e4m3fn"
+    quant_max: float = 448.0
+    quant_group: int = 0
+    scale_rounding: str = "none"
+    amax_floor: float = 0.0
+    scale_floor: float = 0.0
+    quant_input: str = "float32"
+    saturate: bool = True
+    scale_from: str = "y"
+    amax_bound: str = "floor"
+    zero_guard: bool = True
+    quant_rounding: str = "nearest"
 
     def __post_init__(self) -> None:
         if self.op not in OPS:

@@ -160,3 +160,9 @@ def defining(op: str) -> list[str]:
 def op_conventions() -> list[tuple[str, str]]:
     """Every (op, convention) pair some convention defines."""
     return [(op, c.name) for c in CONVENTIONS.values() for op in c.contracts]
+
+
+def float_op_conventions() -> list[tuple[str, str]]:
+    """The pairs whose op returns floats in the case dtype and has a backward pass: every op but the
+    quantizing ones (their q and scale are judged in the format's units, engine/quant_judge.py)."""
+    return [(op, name) for op, name in op_conventions() if not OPS[op].quantizes]

@@ -36,6 +36,12 @@ class Knob:
             return f"({general(value)} + w) as the scale"
         if self.name == "rope_theta":
             return f"RoPE's base theta = {general(value)}"
+        if self.name == "quant_max":
+            return f"scale = amax / {general(value)}, q clamped to +-{general(value)}"
+        if self.name == "scale_floor":
+            return f"the scale floored at {general(value)}" if value else "no floor under the scale"
+        if self.name == "amax_floor":
+            return f"amax floored at {general(value)}" if value else "no floor under the amax"
         return f"{self.name} = {value!r}"
 
 
@@ -48,6 +54,7 @@ ROPE = "rope"  # ops that rotate: order and base
 CENTRE = "centre"  # LayerNorm: the mean subtracted, the variance's divisor and how it is summed
 BIAS = "bias"  # ops with a bias: where it is added
 RESIDUAL = "residual"  # fused residual adds: where the sum is rounded, how, and where it goes
+QUANT = "quant"  # quantizing norms: the format, the scale's blocks and rounding, the clamp
 
 # Declaration order is the order diagnosis tries them in (ties between equally good candidates keep it).
 KNOBS: dict[str, Knob] = {
@@ -121,11 +128,62 @@ KNOBS: dict[str, Knob] = {
              says={"head": "one (head_dim,) weight shared by every head",
                    "full": "a (H*D,) weight over the whole q/k vector"}),
         Knob("rope_theta", ROPE, summary="RoPE's base"),
+        Knob("quant_dtype", QUANT, ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "int8", "float4_e2m1fn"),
+             summary="the format q is stored in",
+             says={"float8_e4m3fn": "q in FP8 E4M3FN (max 448)", "float8_e4m3fnuz": "q in FP8 E4M3FNUZ (ROCm, max 240)",
+                   "float8_e5m2": "q in FP8 E5M2", "int8": "q in INT8", "float4_e2m1fn": "q in FP4 E2M1 (max 6)"}),
+        Knob("quant_max", QUANT, tried=(448.0, 240.0, 224.0, 127.0, 6.0, 57344.0),
+             summary="scale = amax / quant_max, and q clamped to +-quant_max",
+             says={448.0: "scale = amax / 448 (E4M3FN's max)", 240.0: "scale = amax / 240 (E4M3FNUZ's max)",
+                   224.0: "scale = amax / 224 (vLLM's ROCm max for FNUZ)", 127.0: "scale = amax / 127",
+                   6.0: "scale = amax / 6 (E2M1's max)", 57344.0: "scale = amax / 57344 (E5M2's max)"}),
+        Knob("quant_group", QUANT, (0, 16, 32, 64, 128), summary="0: one scale per row | one per block of n columns",
+             says={0: "one scale per row (per token)", 16: "one scale per block of 16 columns",
+                   32: "one scale per block of 32 columns", 64: "one scale per group of 64 columns",
+                   128: "one scale per group of 128 columns"}),
+        Knob("scale_rounding", QUANT, ("none", "ceil_pow2", "ocp_floor", "floor_pow2", "nearest_pow2"),
+             summary="the scale as computed | rounded up to a power of two (UE8M0, RCEIL) | OCP MX's "
+                     "2^(floor(log2 amax) - emax) | rounded down | to the nearest power of two",
+             says={"none": "the scale kept as computed (float32)",
+                   "ceil_pow2": "the scale rounded up to a power of two (UE8M0 / E8M0 round-up)",
+                   "ocp_floor": "the scale 2^(floor(log2 amax) - emax of the format) (OCP MX v1.0)",
+                   "floor_pow2": "the scale rounded down to a power of two (the exponent truncated)",
+                   "nearest_pow2": "the scale rounded to the nearest power of two in log2"}),
+        Knob("amax_floor", QUANT, tried=(0.0, 1e-4, 1e-10), summary="amax = max(amax, amax_floor) before the scale",
+             says={0.0: "no floor under the amax", 1e-4: "amax floored at 1e-4 (DeepSeek-V3's act_quant)",
+                   1e-10: "amax floored at 1e-10"}),
+        Knob("scale_floor", QUANT, tried=(0.0, 1.0 / (448.0 * 512.0), 2.0 ** -23),
+             summary="scale = max(scale, scale_floor)",
+             says={0.0: "no floor under the scale (a zero row has scale 0 and q = 0)",
+                   1.0 / (448.0 * 512.0): "the scale floored at 1 / (448 * 512) (vLLM's FP8 minimum)",
+                   2.0 ** -23: "the scale floored at FLT_EPSILON (vLLM's INT8 minimum)"}),
+        Knob("quant_input", QUANT, ("float32", "input"), summary="y kept in float32 for the scale and q | "
+                                                                 "rounded to the input dtype first",
+             says={"float32": "y kept in float32 until it is quantized",
+                   "input": "y rounded to the input dtype (bf16 / fp16) before it is quantized"}),
+        Knob("saturate", QUANT, (True, False), summary="q clamped to +-max before the cast | cast unclamped",
+             says={True: "q clamped to the format's range before the cast",
+                   False: "q cast without a clamp (E4M3FN has no inf: past 464 the cast is NaN)"}),
+        Knob("amax_bound", QUANT, ("floor", "cap"), summary="amax_floor as a floor | as a cap (min for max)",
+             says={"floor": "amax = max(amax, amax_floor): a floor under it",
+                   "cap": "amax = min(amax, amax_floor): the floor written as a cap (min for max)"}),
+        Knob("zero_guard", QUANT, (True, False), summary="q = 0 where the scale is 0 | y / 0",
+             says={True: "q = 0 where the scale is 0 (a zero row)",
+                   False: "y divided by a zero scale (0 / 0 = NaN on a zero row)"}),
+        Knob("quant_rounding", QUANT, ("nearest", "truncate", "half_away"),
+             summary="y / scale rounded to nearest even | truncated toward zero | half away from zero",
+             says={"nearest": "y / scale rounded to nearest, ties to even",
+                   "truncate": "y / scale truncated toward zero (a float-to-int cast without rounding)",
+                   "half_away": "y / scale rounded half away from zero (C's roundf)"}),
+        Knob("scale_from", QUANT, ("y", "normalised"), summary="amax of y | of the value before the weight",
+             says={"y": "the amax taken of y, after the weight multiply",
+                   "normalised": "the amax taken of the normalised value before the weight multiply"}),
     )
 }
 
 # Knobs that only say how a low-precision implementation rounds: the float64 oracle ignores them.
-ROUNDING_KNOBS = ("cast", "stats_dtype", "offset_dtype", "variance_form", "residual_dtype", "residual_rounding")
+ROUNDING_KNOBS = ("cast", "stats_dtype", "offset_dtype", "variance_form", "residual_dtype", "residual_rounding",
+                  "quant_input")
 # Knobs that follow from the inputs rather than being tried by diagnosis (the weight's shape)
 DERIVED_KNOBS = ("weight_span",)
 

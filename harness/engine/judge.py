@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normdiff.harness.data.budgets import channel_bias_budgets
+from normdiff.harness.data import quant
 from normdiff.harness.data.dtypes import FloatFormat, format_of, get_format
 from normdiff.harness.data.ops import OPS
 from normdiff.harness.engine import chain, oracle
@@ -102,6 +103,16 @@ def digest(array: np.ndarray) -> str:
     """A short hash of the output's bits: equal digests mean bit-identical outputs."""
     # the bytes viewed, not copied: tobytes() cost a copy of every output judged
     return hashlib.blake2b(np.ascontiguousarray(array).reshape(-1).view(np.uint8), digest_size=8).hexdigest()
+
+
+def output_format(case) -> FloatFormat:
+    """The format a case's output is counted in: the case dtype, or a quantizing op's own (q in its
+    quantized format, the scale in float32)."""
+    if case.output == "q":
+        return quant.get_format(case.contract.quant_dtype).as_float_format()
+    if case.output == "scale":  # counted in the precision of the y its amax is taken of
+        return get_format(case.dtype if case.contract.quant_input == "input" else "float32")
+    return get_format(case.dtype)
 
 
 def ulp_rule(op: str) -> str:

@@ -11,9 +11,8 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.outcomes import NOT_RUN
-from normdiff.harness.engine.judge import ulp_distance
+from normdiff.harness.engine.judge import output_format, ulp_distance
 
 COLUMNS = ["case_id", "dtype", "a", "b", "identical", "identical_elements", "max_ulp", "agree"]
 
@@ -37,7 +36,7 @@ def case_rows(case_id: str, outs) -> list[dict]:
     outs = sorted((o for o in outs if pairable(o)), key=lambda o: o.impl.name)
     if len(outs) < 2:
         return []
-    fmt = get_format(outs[0].case.dtype)
+    fmt = output_format(outs[0].case)
     keys = [_bits_key(o) for o in outs]
     floats: dict[int, tuple[np.ndarray, bool]] = {}  # each output as float64 once, for all its pairs
     # many implementations return the same bits: each pair of distinct outputs is measured once

@@ -34,7 +34,7 @@ from normdiff.harness.data.budgets import (budget_for, gradient_budget, gradient
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import ROW
 from normdiff.harness.data.outcomes import PASSING
-from normdiff.harness.engine import judge, pairs
+from normdiff.harness.engine import judge, pairs, quant_judge
 from normdiff.harness.engine import oracle
 from normdiff.harness.engine.pool import Worker
 from normdiff.harness.engine.vjp import vjp
@@ -153,7 +153,11 @@ def prepare(case: Case, outputs: list[Case] | None = None, inputs: CaseInputs | 
     condition = oracle.centring_condition(case.contract, inputs.arrays, inputs.num_heads)
     if not case.dy:
         expected = {}
+        quantized = quant_judge.reference(case, inputs, exact) if "q" in exact else None
         for c in outputs or case.outputs():  # y, and a fused add's residual_out
+            if c.output in ("q", "scale"):  # judged in the format's units (engine/quant_judge.py)
+                expected[c.output] = Expected(c, replace(quantized, output=c.output), 0.0)
+                continue
             budget = budget_for(c.dtype, c.op, c.span, condition, c.output, rounding_rule(c.contract))
             systematic = systematic_part(c.dtype, c.span, condition) if c.output == "y" else 0.0
             # the contract's rounding chain is bracketed by what a legal float32 order of it may cost
@@ -274,17 +278,36 @@ def judge_task(task: Task, reply: tuple) -> list[Outcome]:
     expected_rows = sum(p.case.rows for p in task.cases)
     share = seconds / sum(len(p.expected) for p in task.cases)
     for p in task.cases:
+        pieces = {name: _piece(values[name], len(task.cases), expected_rows, start, p.case.rows) for name in values}
         for name, e in p.expected.items():
-            out, c = values[name], e.case
-            if len(task.cases) > 1 and (out.ndim != 2 or out.shape[0] != expected_rows):
-                piece = out  # judge() will report the wrong shape
-            else:
-                piece = out[start:start + p.case.rows] if len(task.cases) > 1 else out
+            piece, c = pieces[name], e.case
+            if isinstance(e.ref, quant_judge.QuantReference):
+                m = _judged_quant(name, pieces, e.ref)
+                outcomes.append(Outcome(c, task.impl, m, piece if m.outcome != "error" else None, share, None))
+                continue
             m = judge.judge(piece, e.ref, get_format(c.dtype), e.budget, c.num_heads, c.op, systematic=e.systematic)
             keep = piece if m.outcome not in ("error",) else None
             outcomes.append(Outcome(c, task.impl, m, keep, share, e.ref.floor))
         start += p.case.rows
     return _wrote(outcomes, reply)
+
+
+def _piece(out, calls: int, rows: int, start: int, own: int):
+    """A case's part of a batched call's output (its rows); the whole output when the call was its
+    alone, or when the output has not the rows a batch gives (the judge reports the shape)."""
+    if calls == 1 or getattr(out, "ndim", 0) not in (1, 2) or out.shape[0] != rows:
+        return out
+    return out[start:start + own]  # (a per-row scale may come as (rows,))
+
+
+def _judged_quant(name: str, pieces: dict, ref) -> judge.Measurement:
+    """q or scale of a quantizing call, judged in the format's units (engine/quant_judge.py)."""
+    try:
+        if name == "scale":
+            return quant_judge.judge_scale(pieces["scale"], ref)
+        return quant_judge.judge_q(pieces["q"], pieces.get("scale"), ref)
+    except (ValueError, TypeError) as exc:
+        return judge.failure("error", f"{name}: {exc}")
 
 
 def _wrote(outcomes: list[Outcome], reply: tuple) -> list[Outcome]:

@@ -16,6 +16,9 @@ def to_numpy(value) -> np.ndarray:
     value = value.detach().cpu()
     if value.dtype == torch.bfloat16:
         return value.float().numpy().astype(ml_dtypes.bfloat16)
+    name = str(value.dtype).removeprefix("torch.")
+    if name.startswith("float8") and hasattr(ml_dtypes, name):  # NumPy has no float8: its bits, as ml_dtypes'
+        return value.view(torch.uint8).numpy().view(getattr(ml_dtypes, name))
     return value.numpy()
 
 

@@ -25,7 +25,7 @@ import pytest
 from normdiff.cases import regimes
 from normdiff.cases.model import Case
 from normdiff.harness.data.backward_bugs import ALL_DTYPES, BACKWARD_BUGS, OUTPUT_OPERANDS, OUTPUTS
-from normdiff.harness.data.conventions import op_conventions
+from normdiff.harness.data.conventions import float_op_conventions
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.ops import get_op
 from normdiff.harness.engine import oracle
@@ -110,7 +110,7 @@ def _bug_dtypes():
 # ---- the records -------------------------------------------------------------------------------
 
 def test_records_are_well_formed_and_each_has_its_deviation():
-    pairs = set(op_conventions())
+    pairs = set(float_op_conventions())
     assert len(BACKWARD_BUGS) >= 11
     assert set(nb.DEVIATIONS) == set(BACKWARD_BUGS)
     for bug_id, bug in BACKWARD_BUGS.items():
@@ -184,7 +184,7 @@ def test_a_bug_vanishes_where_its_record_says(bug_id, shape, weight):
 EXACT_CHOICES = {"weight": "trained", "gate": "open", "bias": "trained", "residual": "large"}
 
 
-@pytest.mark.parametrize("op, conv", op_conventions())
+@pytest.mark.parametrize("op, conv", float_op_conventions())
 def test_the_exact_correct_backward_is_the_vjp(op, conv):
     record = get_op(op)
     choices = {o.name: EXACT_CHOICES[o.name] for o in record.chosen}

@@ -62,7 +62,7 @@ jax = pytest.importorskip("jax")
 
 from normdiff.cases.model import Case, CaseInputs  # noqa: E402
 from normdiff.cases.regimes import draw_gradient  # noqa: E402
-from normdiff.harness.data.conventions import get_contract, op_conventions  # noqa: E402
+from normdiff.harness.data.conventions import float_op_conventions, get_contract  # noqa: E402
 from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.harness.data.ops import get_op  # noqa: E402
 from normdiff.harness.engine import judge, oracle, runner  # noqa: E402
@@ -241,7 +241,7 @@ def exact_for(case: Case, inputs: CaseInputs, dy):
 # ---- jax_own ------------------------------------------------------------------------------------
 
 
-PAIRS = op_conventions()
+PAIRS = float_op_conventions()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

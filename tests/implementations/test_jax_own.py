@@ -25,7 +25,7 @@ from normdiff.harness.data.knobs import KNOBS  # noqa: E402
 from normdiff.harness.engine import oracle  # noqa: E402
 from normdiff.harness.data.budgets import centring  # noqa: E402
 from normdiff.harness.data.ops import OPS  # noqa: E402
-from normdiff.harness.data.conventions import get_contract, op_conventions  # noqa: E402
+from normdiff.harness.data.conventions import float_op_conventions, get_contract  # noqa: E402
 from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations import numpy_own  # noqa: E402
 
@@ -105,7 +105,7 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op,convention", op_conventions(), ids=[f"{o}@{c}" for o, c in op_conventions()])
+@pytest.mark.parametrize("op,convention", float_op_conventions(), ids=[f"{o}@{c}" for o, c in float_op_conventions()])
 def test_error_vs_oracle_within_budget(op, convention, dtype, jax_own):
     worst, worst_id = 0.0, ""
     for case in cases(op, convention, dtype):
@@ -159,7 +159,7 @@ def test_bit_identical_to_numpy_own_on_conventions(dtype, jax_own):
     same = total = 0
     moved = in_moved = 0
     low = {}
-    for op, convention in op_conventions():
+    for op, convention in float_op_conventions():
         s = t = 0
         for case in cases(op, convention, dtype):
             inputs = case.inputs()
@@ -230,7 +230,7 @@ def test_every_knob_matches_numpy_own(dtype, jax_own):
     """Each knob mutant (stats_dtype apart, see below) agrees with numpy_own: bit-identical on
     >= 99.9% of elements in bf16/fp16, within 16 ulp in float32 (rsqrt, exp, summation order)."""
     stats = {}
-    distinct = {get_contract(op, conv): (op, conv) for op, conv in op_conventions()}  # qwen3.5 = qwen3-next
+    distinct = {get_contract(op, conv): (op, conv) for op, conv in float_op_conventions()}  # qwen3.5 = qwen3-next
     for op, convention in distinct.values():
         for case in cases(op, convention, dtype, weights=("trained",), extra=False):
             inputs = case.inputs()
@@ -261,7 +261,7 @@ def test_stats_in_input_dtype_matches_numpy_own(dtype, jax_own):
     # In float16 both accumulate in float32; only the summation order differs, and a stat that
     # rounds to a neighbouring float16 moves a whole row: hence 99%, not 99.9%.
     same = total = 0
-    for op, convention in op_conventions():
+    for op, convention in float_op_conventions():
         for case in cases(op, convention, dtype, weights=("trained",), extra=False):
             inputs = case.inputs()
             c = case.contract.replace(stats_dtype="input")

@@ -70,7 +70,7 @@ import pytest
 
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.harness.data import rope
-from normdiff.harness.data.conventions import CONVENTIONS, op_conventions
+from normdiff.harness.data.conventions import CONVENTIONS, float_op_conventions
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.knobs import KNOBS
 from normdiff.harness.data.ops import get_op
@@ -437,7 +437,7 @@ def _figures(name, out, exact_value, bound, scale, fmt) -> dict:
 # ---- the tests ---------------------------------------------------------------------------------
 
 DTYPES = ("float32", "bfloat16", "float16")
-ALL_PAIRS = op_conventions()
+ALL_PAIRS = float_op_conventions()
 
 
 def _derived(op: str, conv: str) -> bool:

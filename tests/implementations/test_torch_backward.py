@@ -133,7 +133,8 @@ def torch_backwards():
     return [i for i in catalog.builtin() if i.framework == "torch" and i.kind != "mutant" and i.backward]
 
 
-GROUPS = [(impl.name, op, conv) for impl in torch_backwards() for op, conv in sorted(impl.op_conventions)]
+GROUPS = [(impl.name, op, conv) for impl in torch_backwards() for op, conv in sorted(impl.op_conventions)
+          if impl.supports(op, conv, "backward")]
 IMPLS = {impl.name: impl for impl in torch_backwards()}
 
 

@@ -24,7 +24,7 @@ from normdiff.harness.engine import judge  # noqa: E402
 from normdiff.harness.engine import oracle  # noqa: E402
 from normdiff.harness.engine import runner  # noqa: E402
 from normdiff.harness.data.ops import OPS  # noqa: E402
-from normdiff.harness.data.conventions import get_contract, op_conventions  # noqa: E402
+from normdiff.harness.data.conventions import float_op_conventions, get_contract  # noqa: E402
 from normdiff.harness.data.dtypes import get_format  # noqa: E402
 from normdiff.implementations import numpy_own, torch_own  # noqa: E402
 from normdiff.implementations.frameworks.torch import to_numpy  # noqa: E402
@@ -37,7 +37,7 @@ EXTRA_REGIMES = {"qk_norm": ("head_scales:lognormal",), "qk_norm_rope": ("head_s
                  "group_gated_rms_norm": ("head_scales:lognormal", "group_scales"),
                  "layer_norm": ("narrow:1", "outliers")}
 PASSING = ("identical", "agree")
-GROUPS = [(op, conv, dtype) for (op, conv), dtype in itertools.product(op_conventions(), DTYPES)]
+GROUPS = [(op, conv, dtype) for (op, conv), dtype in itertools.product(float_op_conventions(), DTYPES)]
 
 
 def cases(op: str, conv: str, dtype: str) -> list[Case]:
@@ -105,7 +105,7 @@ def test_bf16_bit_identical_to_numpy_own():
     18432 elements: its float32 sums ordered as torch's cascade, not NumPy's pairwise sum)."""
     same = total = 0
     low = {}
-    for op, conv in op_conventions():
+    for op, conv in float_op_conventions():
         s = t = 0
         for case, inputs, out in results(op, conv, "bfloat16"):
             theirs = by_result(op, numpy_own.run(op, case.contract, inputs))

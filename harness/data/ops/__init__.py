@@ -14,7 +14,7 @@ from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops.record import CASE, HEAD_DIMS, PARAMS, PASSES, ROW, Op, Operand, Rounding  # noqa: F401
 
-_NOT_OPS = {"record", "norm"}
+_NOT_OPS = {"record", "norm", "quantize"}  # the types, and the maths ops share
 
 
 def _listed() -> dict[str, Op]:

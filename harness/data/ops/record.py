@@ -173,6 +173,11 @@ class Op:
     # whether its forward sums over the span (a norm's statistic): only then does a legal order of
     # that float32 sum have an allowance in its budget (budgets.py, `budget_for`)
     reduces: bool = True
+    # whether it has a backward pass (a quantizer has none: ops/quantize.py no_vjp)
+    backward: bool = True
+    # exact_results(contract, arrays, num_heads) -> {result: exact float64}: for an op whose results
+    # are not y and a fused add's sum (a quantizing op's q and scale, ops/quantize.py); None: `exact`
+    exact_results: Callable | None = None
     order: int = 100  # where it is listed (`normdiff list ops`, reports): the package sorts by it
     knobs: tuple[str, ...] = field(init=False)
     # the operands whose regime a case chooses (weight, gate), in stream order: the order of their
@@ -201,6 +206,11 @@ class Op:
         return tuple(o.name for o in self.operands)
 
     @property
+    def quantizes(self) -> bool:
+        """Whether its output is quantized (q and scale, judged in the format's units)."""
+        return "q" in self.results
+
+    @property
     def signature(self) -> str:
         return f"{self.name}({', '.join(self.call)})"
 
@@ -212,8 +222,9 @@ class Op:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """Every output a case of this op can judge: the forward's results, then the gradients."""
-        return (*self.results, *self.gradients)
+        """Every output a case of this op can judge: the forward's results, then the gradients
+        (where it has a backward pass)."""
+        return (*self.results, *(self.gradients if self.backward else ()))
 
     def by_result(self, value) -> dict:
         """A forward's return as {result: value}: y's array, or a multi-result op's tuple (in

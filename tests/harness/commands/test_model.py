@@ -136,7 +136,10 @@ def test_usage_errors_exit_2_and_say_what_to_fix(capsys, args, says):
 
 def test_the_teaching_table_names_every_mutant_but_one_at_its_first_site():
     table = mutants(tokens=128)
-    rows = {r.mutant: r for r in table.rows}
+    # the quantizing norms' mutants have no site in the families built here yet: said, not run
+    unsited = {r.mutant: r.why_not for r in table.rows if "_quant@" in r.why_not}
+    assert unsited and all(name.startswith("quant-") and "no site computes" in why for name, why in unsited.items())
+    rows = {r.mutant: r for r in table.rows if r.mutant not in unsited}
     assert all(r.runs for r in rows.values()), [r.mutant for r in rows.values() if not r.runs]  # each has a site
     never = {name for name, r in rows.items() if not r.caught_in}
     # one-pass variance cancels only when |mean| / std >> 1 (> ~26 in fp32); this model's hidden states

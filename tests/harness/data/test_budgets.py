@@ -65,7 +65,8 @@ def test_the_chain_comes_from_the_op_record_and_the_reduction_from_the_span():
     assert budget_for("float32", "rms_norm", 4096) == pytest.approx(8 + 2048, rel=1e-3)
     table = budget_table()
     assert table["chains"]["bfloat16"] == {"*": 2.0, "gated_rms_norm": 3.0, "qk_norm_rope": 6.0,
-                                           "group_gated_rms_norm": 3.0, "add_rms_norm": 3.0, "l2_norm": 1.0}
+                                           "group_gated_rms_norm": 3.0, "add_rms_norm": 3.0, "l2_norm": 1.0,
+                                           "add_rms_norm_quant": 3.0}  # (its y, which the judge brackets)
     # a contract that rounds once is budgeted one rounding, the Llama cast's two
     assert chain("bfloat16", "rms_norm", rounding_rule(get_contract("rms_norm", "olmo2"))) == 1.0
     assert chain("bfloat16", "rms_norm", rounding_rule(get_contract("rms_norm", "qwen3"))) == 2.0
@@ -75,7 +76,7 @@ def test_the_chain_comes_from_the_op_record_and_the_reduction_from_the_span():
         budget_for("int8", "rms_norm", 64)
 
 
-@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("op", [name for name, op in OPS.items() if not op.quantizes])  # (their own judge)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_a_correct_pipeline_lands_within_its_budget(op, dtype):
     cases = grid(op, dtype, ("normal", "tiny_rms:1e-3", "mean_shift:3", "zero_rows", "outliers"),
@@ -124,8 +125,9 @@ def test_every_legal_reduction_order_agrees_up_to_16384(dtype, fixtures_dir):
 
 # formula bugs exposed on tiny or typical inputs (the rounding bugs, offset_dtype and stats_dtype,
 # stay within the budget elementwise by nature: the per-channel and per-row detectors catch them)
+# (a quantizing op's bugs are judged in its format's units: tests/harness/engine/test_quant_judge.py)
 FORMULA_BUGS = [b for b in BUGS.values() if b.exposing_regimes[0] in ("tiny_rms", "normal")
-                and not b.changes.keys() & set(ROUNDING_KNOBS)]
+                and not b.changes.keys() & set(ROUNDING_KNOBS) and not OPS[b.op].quantizes]
 
 
 @pytest.mark.parametrize("bug", FORMULA_BUGS, ids=lambda b: b.id)

@@ -128,14 +128,16 @@ def test_batched_and_single_runs_are_bit_identical_for_every_op():
     own = [registry.get(name) for name in ("numpy", "torch", "jax")]
     single = [dataclasses.replace(impl, name=f"{impl.name}-single", batch_rows=False) for impl in own]
     prepared = runner.prepare_all(list(cases))  # one per call (a fused add's two results share one)
-    for impl in own:  # really batched: one call per (op, dtype) group of four calls
-        assert len(runner.plan(prepared, impl)) == len(prepared) // 4
+    for impl in own:  # really batched: one call per (op, dtype) group of four calls (of the ops it implements)
+        its = [p for p in prepared if (p.case.op, p.case.convention) in impl.op_conventions]
+        assert len(runner.plan(prepared, impl)) == len(its) // 4
     report = api.run_suite(Suite("batching", "", cases), own + single)
     digests = report.results.pivot(index="case_id", columns="implementation", values="output_digest")
     assert set(report.results["op"]) == set(OPS)
     for impl in own:
-        assert (digests[impl.name] == digests[f"{impl.name}-single"]).all(), impl.name
-        assert (digests[impl.name] != "").all()
+        ran = digests[impl.name].notna()
+        assert (digests[impl.name][ran] == digests[f"{impl.name}-single"][ran]).all(), impl.name
+        assert (digests[impl.name][ran] != "").all() and ran.sum() >= len(digests) // 2
 
 
 def test_cases_with_different_weights_are_not_batched_together():
