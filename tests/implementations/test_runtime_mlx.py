@@ -14,7 +14,8 @@ from normdiff.cases.suites import Suite  # noqa: E402
 from normdiff.harness import api  # noqa: E402
 from normdiff.implementations import catalog  # noqa: E402
 
-IMPLS = [i for i in catalog._mlx_keras_tinygrad() if i.framework == "mlx"]
+IMPLS = [i for i in catalog._mlx_keras_tinygrad() if i.framework == "mlx" and i.name != "mlx-quantize"]
+QUANTIZE = next(i for i in catalog._mlx_keras_tinygrad() if i.name == "mlx-quantize")
 RMS = ("mlx-fast.rms_norm", "mlx-nn.RMSNorm")
 LN = ("mlx-fast.layer_norm", "mlx-nn.LayerNorm")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -106,3 +107,16 @@ def test_the_contracts_eps_is_used():
     x = inputs.arrays["x"]
     want = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6)
     assert np.allclose(y, want, rtol=1e-5)
+
+
+def test_mx_quantize_agrees_with_the_mx_conventions():
+    # mx.quantize's E8M0 exponent is ceil(log2(amax / max)), as the mxfp8 and mxfp4 contracts say
+    cases = [Case.of("rms_norm_quant", conv, dtype, shape, regime, weight="trained")
+             for conv in ("mxfp8", "mxfp4") for dtype in DTYPES for shape in ("8x1024", "4x7168")
+             for regime in ("normal", "outliers", "zero_rows")]
+    cases = [o for c in cases for o in c.outputs()]
+    rows = api.run_suite(Suite("mx", "", tuple(cases)), [QUANTIZE]).results
+    assert len(rows) == len(cases) and set(rows["output"]) == {"q", "scale"}
+    bad = rows[~rows["outcome"].isin(["identical", "agree"])]
+    assert bad.empty, bad[["case_id", "outcome", "max_ulp", "detail"]].to_string()
+    assert (rows.loc[rows["output"] == "scale", "output_dtype"] == "uint8").all()  # E8M0 bytes, as MLX gives them
