@@ -3,11 +3,19 @@ every kind of row the report views must show (agreeing, disagreeing only in one 
 everywhere, raising, not installed, not implementing a pair, and two mutants: one caught, one
 missed). It runs once per session (a few seconds: NumPy fixtures only)."""
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# A job a non-interactive shell starts in the background (`make test &`) begins with SIGINT ignored,
+# and Python then keeps it ignored: the tests that press Ctrl-C (a stop keeps what finished, a closed
+# session leaves no process) would wait their hangs out instead. They are about Python's default
+# KeyboardInterrupt, which a terminal's `make test` has: give it to the tests too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Set before any test module imports jax_own (which reads it at import): tests never write into the
 # user's ~/.cache, and repeated local runs reuse compiled JAX programs from the ignored .pytest_cache.
