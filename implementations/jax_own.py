@@ -57,7 +57,7 @@ from normdiff.files import cache_dir
 from normdiff.harness.data import contracts, rope
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.rope import MAX_EXACT_POSITION, inverse_frequencies
-from normdiff.implementations import jax_programs
+from normdiff.implementations import jax_programs, numpy_own
 from normdiff.implementations.frameworks.jax import CACHE_ENV  # the one variable for both caches
 
 _F32 = jnp.float32
@@ -575,9 +575,6 @@ def quantizing(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
     return q, scale
 
 
-_EMAX = {"float8_e4m3fn": 8, "float8_e4m3fnuz": 7, "float8_e5m2": 15, "float4_e2m1fn": 2}
-
-
 @functools.partial(jax.jit, static_argnames=("c",))
 def _quantize(y, source, c: Contract):
     n = y.shape[-1] if not c.quant_group else c.quant_group
@@ -613,6 +610,6 @@ def _pow2(raw, amax, c: Contract):
     else:
         e = floor
     if c.scale_rounding == "ocp_floor":
-        e = e - _EMAX[c.quant_dtype]
+        e = e - numpy_own.EMAX[c.quant_dtype]
     e = jnp.clip(e, -127, 127)
     return jnp.where(value > 0, jnp.ldexp(jnp.ones_like(value), e), 1.0).astype(_F32)

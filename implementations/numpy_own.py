@@ -204,10 +204,10 @@ def _norm(c: Contract, inputs: CaseInputs, x: np.ndarray, dtype=None, f=_F32, ca
 
 # ---- quantizing norms (ops/quantize.py has the exact maths this follows in float32) ---------------
 
-# each format's largest value (OCP MX's emax is its log2), kept here rather than read from normdiff's
-# tables so that a repro script runs this file alone
-_FORMATS = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0, "float4_e2m1fn": 6.0,
-            "int8": 127.0}
+# each format's emax: the exponent of its largest power of two (OCP MX's emax_elem; the floor of
+# log2 of its max, as ops/quantize.py's emax), kept here rather than read from normdiff's tables so that
+# a repro script runs this file alone; torch_own and jax_own read it from here
+EMAX = {"float8_e4m3fn": 8, "float8_e4m3fnuz": 7, "float8_e5m2": 15, "float4_e2m1fn": 2, "int8": 6}
 
 
 def quantizing(op: str, c: Contract, inputs: CaseInputs, f=_F32, cast=_cast):
@@ -253,10 +253,9 @@ def quantize_values(y: np.ndarray, source: np.ndarray, c: Contract, f=_F32) -> t
     if c.saturate or integer:  # (a float-to-int8 cast saturates here, as CUDA's cvt.sat does)
         low = -fmax - f(1.0) if integer and c.quant_max == 127.0 else -fmax
         t = np.clip(t, low, fmax if not integer else min(fmax, f(127.0)))
-    if integer or c.quant_rounding != "nearest":
-        with np.errstate(invalid="ignore"):
-            t = {"truncate": np.trunc, "half_away": lambda v: np.sign(v) * np.floor(np.abs(v) + f(0.5)),
-                 "nearest": np.rint}[c.quant_rounding](t) if integer else t
+    if integer:  # (a float format's cast rounds to nearest even itself)
+        t = {"truncate": np.trunc, "half_away": lambda v: np.sign(v) * np.floor(np.abs(v) + f(0.5)),
+             "nearest": np.rint}[c.quant_rounding](t)
     q = t.astype(np.int8) if integer else t.astype(getattr(ml_dtypes, c.quant_dtype))
     return q.reshape(y.shape), scale
 
@@ -277,6 +276,6 @@ def _pow2(raw: np.ndarray, amax: np.ndarray, c: Contract, f=_F32) -> np.ndarray:
     else:
         e = floor
     if rule == "ocp_floor":
-        e = e - int(np.floor(np.log2(_FORMATS[c.quant_dtype])))
+        e = e - EMAX[c.quant_dtype]
     e = np.clip(e, -127, 127)
     return np.where(value > 0, np.ldexp(f(1.0), e.astype(np.int32)), f(1.0)).astype(f)

@@ -48,6 +48,7 @@ import torch
 import torch.nn as nn
 
 from normdiff.implementations.frameworks.torch import autograd_vjp, from_numpy as to_torch
+from normdiff.implementations.numpy_own import EMAX
 
 if TYPE_CHECKING:
     from normdiff.cases.model import CaseInputs
@@ -576,7 +577,9 @@ def quantize_tensor(y: torch.Tensor, source: torch.Tensor, c: Contract) -> tuple
         bound = torch.clamp_min if c.amax_bound == "floor" else torch.clamp_max
         amax = bound(amax, c.amax_floor)
     raw = amax / c.quant_max
-    scale = torch.clamp_min(_pow2(raw, amax, c), c.scale_floor) if c.scale_floor else _pow2(raw, amax, c)
+    scale = _pow2(raw, amax, c)
+    if c.scale_floor:
+        scale = torch.clamp_min(scale, c.scale_floor)
     s = scale.unsqueeze(-1)
     t = blocks / s if not c.zero_guard else torch.where(s != 0, blocks / torch.where(s != 0, s, 1.0), 0.0)
     integer = c.quant_dtype == "int8"
@@ -610,6 +613,6 @@ def _pow2(raw: torch.Tensor, amax: torch.Tensor, c: Contract) -> torch.Tensor:
     else:
         e = floor
     if c.scale_rounding == "ocp_floor":
-        e = e - {"float8_e4m3fn": 8, "float8_e4m3fnuz": 7, "float8_e5m2": 15, "float4_e2m1fn": 2}[c.quant_dtype]
+        e = e - EMAX[c.quant_dtype]
     e = e.clamp(-127, 127)
     return torch.where(value > 0, torch.ldexp(torch.ones_like(value), e.to(torch.float32)), 1.0)

@@ -236,7 +236,8 @@ def _module_source(module_name: str) -> str:
 
 def _inlined(node: ast.ImportFrom) -> str:
     """The source of each name `from normdiff.X import a as b` brings in (functions and module
-    constants), then `b = a` for an alias."""
+    constants: numbers, strings, and tuples or dicts written as literals of them), then `b = a` for
+    an alias."""
     import importlib
 
     module = importlib.import_module(node.module)
@@ -245,13 +246,21 @@ def _inlined(node: ast.ImportFrom) -> str:
         value = getattr(module, alias.name)
         if inspect.isfunction(value):
             parts.append(inspect.getsource(value).rstrip())
-        elif isinstance(value, (int, float, str)):
+        elif isinstance(value, (int, float, str)) or (isinstance(value, (tuple, dict)) and _literal(value)):
             parts.append(f"{alias.name} = {value!r}")
         else:
             raise RuntimeError(f"cannot inline {node.module}.{alias.name} (a {type(value).__name__})")
         if alias.asname and alias.asname != alias.name:
             parts.append(f"{alias.asname} = {alias.name}")
     return "\n\n\n".join(parts)
+
+
+def _literal(value) -> bool:
+    """Whether `value`'s repr is a Python literal that reads back as it (a table of numbers and names)."""
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        return False
 
 
 def _contract_class(contract: Contract) -> str:

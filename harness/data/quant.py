@@ -55,7 +55,7 @@ class QuantFormat:
         """The distance between neighbouring values of the format at |values| (its ULP there)."""
         if not self.is_float:
             return np.ones_like(np.asarray(values, dtype=np.float64))
-        return self._float().ulp(values)
+        return self.as_float_format().ulp(values)
 
     def quantize(self, t, saturate: bool = True, rounding: str = "nearest") -> np.ndarray:
         """Each value rounded once to the format, as float64: to nearest, ties to even (or, for the
@@ -74,7 +74,7 @@ class QuantFormat:
     def _nearest(self, t: np.ndarray, rounding: str = "nearest") -> np.ndarray:
         """t rounded at the format's precision (unbounded above; inf and NaN kept)."""
         finite = np.isfinite(t)
-        spacing = self._float().ulp(np.where(finite, t, 1.0)) if self.is_float else 1.0
+        spacing = self.as_float_format().ulp(np.where(finite, t, 1.0)) if self.is_float else 1.0
         units = t / spacing  # exact: the spacing is a power of two
         if rounding == "truncate":
             whole = np.trunc(units)
@@ -91,22 +91,12 @@ class QuantFormat:
             return np.where(t < 0, self.low, self.max)
         return np.full(t.shape, np.nan)
 
-    def _float(self) -> FloatFormat:
-        return FloatFormat(self.name, self.name, np.dtype(np.float32), self.mantissa_bits, self.min_exponent)
-
     def as_float_format(self) -> FloatFormat:
         """The format as the judge's and the pairs table's FloatFormat (its ULP at each magnitude):
         INT8 as a format whose spacing is 1 below 128 (6 fraction bits from 2^6 up)."""
         if not self.is_float:
             return FloatFormat(self.name, self.name, self.np_dtype, 6, 6)
         return FloatFormat(self.name, self.name, self.np_dtype, self.mantissa_bits, self.min_exponent)
-
-    def encode(self, values) -> np.ndarray:
-        """Exact format values (float64, as quantize returns them) in the format's own dtype."""
-        values = np.asarray(values, dtype=np.float64)
-        if not self.is_float:
-            return values.astype(self.np_dtype)
-        return values.astype(np.float32).astype(self.np_dtype)  # exact: each is a format value
 
 
 def _ml(name: str) -> np.dtype:
@@ -124,9 +114,7 @@ FORMATS: dict[str, QuantFormat] = {
     )
 }
 
-# The scales' own formats: float32 (a per-token or per-group scale as the kernel computed it), E8M0
-# (a power of two: MX blocks, DeepSeek-V3.1's UE8M0 groups) and E4M3 (NVFP4's block scale)
-SCALE_FORMATS = ("float32", "e8m0", "float8_e4m3fn")
+# an E8M0 scale's NumPy type (MX blocks, DeepSeek-V3.1's UE8M0 groups: a power of two)
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 E8M0_RANGE = (-127, 127)  # the exponents an E8M0 byte holds (0xff is NaN)
 

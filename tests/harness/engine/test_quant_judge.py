@@ -84,3 +84,11 @@ def test_scales_come_as_float32_e8m0_or_its_byte_in_any_row_layout():
         assert ms.outcome in ("identical", "agree") and mq.outcome in ("identical", "agree"), str(given.dtype)
     with pytest.raises(ValueError, match="one scale per block: shape"):
         quant_judge.judge_scale(s[:, :3], runner.prepare(c).expected["q"].ref)
+
+
+def test_the_own_implementations_emax_table_is_the_exact_maths():
+    # numpy_own keeps its own table (a repro script runs it alone); torch_own and jax_own read it
+    from normdiff.harness.data import quant
+    from normdiff.harness.data.ops import quantize
+
+    assert numpy_own.EMAX == {name: quantize.emax(fmt) for name, fmt in quant.FORMATS.items()}
