@@ -33,7 +33,13 @@ EXTRA_NAMES = {"dim": "the normalised span (head_dim per head, the row otherwise
                "dtype": "the case dtype in the framework's own terms (torch.bfloat16, mx.bfloat16, a NumPy dtype)",
                "dtype_name": "the case dtype's name ('bfloat16', 'float16', 'float32'), as keras' dtype= takes it"}
 # parameter names that usually mean each input (first: the name normdiff calls it)
+# `tensor_scale` (a quantizing op's per-tensor scale) comes first: where an op takes one, a parameter
+# called `scale` is it (vLLM's and FlashInfer's static-quant kernels name it so), and the weight is
+# found under its other names; elsewhere `scale` is the weight (haiku, flax). `_meaning` and
+# `_bind_by_name` read the names of the op's own call in this order.
 ALIASES = {
+    "tensor_scale": ("tensor_scale", "scale", "input_scale", "static_scale", "global_scale", "global_sf",
+                     "x_scale", "act_scale"),
     "x": ("x", "input", "inputs", "hidden_states", "hidden_state", "a", "tensor", "data", "X"),
     "residual": ("residual", "res", "skip", "residual_in"),
     "weight": ("weight", "scale", "gamma", "w", "g", "norm_weight"),
@@ -227,15 +233,17 @@ def default_call(fn, record: Op, shown: str, call: tuple[str, ...] | None = None
                                       "; say how to call it with --call, e.g. --call 'f(x, weight, eps=eps)'"))
 
 
-def _meaning(param_name: str) -> str | None:
-    """The op name a parameter's name stands for (ALIASES), if any."""
-    return next((op_name for op_name, aliases in ALIASES.items() if param_name in aliases), None)
+def _meaning(param_name: str, call: tuple[str, ...] | None = None) -> str | None:
+    """The op name a parameter's name stands for (ALIASES), if any: among the names of `call`
+    first, where it is given (the op's own: `scale` is the weight unless the op takes a tensor_scale)."""
+    names = [n for n in ALIASES if call is not None and n in call] + [n for n in ALIASES]
+    return next((op_name for op_name in names if param_name in ALIASES[op_name]), None)
 
 
 def _positions_agree(positional, names) -> bool:
     """Whether passing `names` by position is safe: no parameter there means something else."""
     for param, name in zip(positional, names):
-        meaning = _meaning(param.name)
+        meaning = _meaning(param.name, tuple(names))
         if meaning != name and (param.name in CONFLICTS or meaning is not None):
             return False
     return True
@@ -266,7 +274,7 @@ def _keyword_template(params, by_name: dict[str, str], sizes: dict[str, Arg] | N
 def _bind_by_name(params, wanted) -> dict[str, str]:
     """op name -> parameter name, for the op names some parameter's name means."""
     found = {}
-    for name in wanted:
+    for name in sorted(wanted, key=lambda n: n != "tensor_scale"):  # (it claims `scale` first: ALIASES)
         for alias in ALIASES.get(name, (name,)):
             match = next((p for p in params if p.name == alias and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)),
                          None)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.conventions import op_conventions
+from normdiff.harness.data.ops import OPS
 from normdiff.implementations.entry import Implementation
 from normdiff.implementations.hf_families import FAMILIES
 
@@ -75,7 +76,7 @@ def builtin_implementations() -> list[Implementation]:
 
 def mutant_implementations() -> list[Implementation]:
     # one per catalogued bug, each run on the (op, convention) whose contract it corrupts
-    forward = [Implementation(bug.id, "mutant", "numpy" if bug.op.endswith("_quant") else "torch",
+    forward = [Implementation(bug.id, "mutant", "numpy" if OPS[bug.op].quantizes else "torch",
                               f"normdiff.implementations.mutants:{bug.id}",
                               frozenset({(bug.op, bug.convention)}), bug.symptom, batch_rows=True)
                for bug in BUGS.values()]
@@ -125,9 +126,11 @@ def _mlx_keras_tinygrad() -> list[Implementation]:
                        "mlx.nn.RMSNorm, weight in the case dtype", batch_rows=True,
                        backward=mlx_entry + "nn_rms_norm_backward"),
         Implementation("mlx-quantize", "framework", "mlx", mlx_entry + "quantize_mx",
-                       frozenset({("rms_norm_quant", "mxfp8"), ("rms_norm_quant", "mxfp4")}),
-                       "mx.quantize(mode='mxfp8' / 'mxfp4') of mx.fast.rms_norm's float32 output (CPU): E8M0 "
-                       "scales rounded up; FP4 ties rounded toward zero", batch_rows=True),
+                       frozenset({("rms_norm_quant", "mxfp8"), ("rms_norm_quant", "mxfp4"),
+                                  ("rms_norm_quant_static", "nvfp4")}),
+                       "mx.quantize(mode='mxfp8' / 'mxfp4' / 'nvfp4') of mx.fast.rms_norm's float32 output (CPU): "
+                       "E8M0 scales rounded up, NVFP4's E4M3 scales under the case's global scale; FP4 ties "
+                       "rounded toward zero", batch_rows=True),
         Implementation("mlx-fast.layer_norm", "framework", "mlx", mlx_entry + "fast_layer_norm", layer_norm,
                        "mlx.core.fast.layer_norm (CPU): float32 statistics; rounded to the input dtype, then "
                        "times w and plus b in it (three roundings)", batch_rows=True,

@@ -418,7 +418,7 @@ def _scalars(contract: Contract, dtype) -> tuple:
 
 def run(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray | tuple[np.ndarray, ...]:
     """The op's output: y, or for a fused add the tuple (y, residual_out); a quantizing op's (q, scale)."""
-    if op.endswith("_quant"):
+    if contract.record.quantizes:
         return quantizing(op, contract, inputs)
     x = np.asarray(inputs.arrays["x"])
     dtype = x.dtype
@@ -567,7 +567,9 @@ def quantizing(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
         bare = CaseInputs({**arrays, "weight": np.zeros_like(arrays["weight"])}, inputs.num_heads, inputs.layout)
         plain = run(base_op, base.replace(weight_offset=1.0), bare)
         source = (plain[0] if isinstance(plain, tuple) else plain).astype(np.float32)
-    q, scale = _quantize(jnp.asarray(y), jnp.asarray(source), contract)
+    t = inputs.arrays.get("tensor_scale")  # rms_norm_quant_static's per-tensor scale (float32)
+    given = jnp.asarray(np.float32(1.0) if t is None else t.reshape(-1)[0].astype(np.float32))
+    q, scale = _quantize(jnp.asarray(y), jnp.asarray(source), given, contract, t is not None)
     q, scale = np.asarray(q), np.asarray(scale)
     if op.startswith("add_"):
         x, r = inputs.arrays["x"], inputs.arrays["residual"]
@@ -575,18 +577,16 @@ def quantizing(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
     return q, scale
 
 
-@functools.partial(jax.jit, static_argnames=("c",))
-def _quantize(y, source, c: Contract):
+@functools.partial(jax.jit, static_argnames=("c", "has_given"))
+def _quantize(y, source, given, c: Contract, has_given: bool):
+    """q and the float32 scales (numpy_own.quantize_values says how a given per-tensor scale is used)."""
     n = y.shape[-1] if not c.quant_group else c.quant_group
     blocks = y.reshape(*y.shape[:-1], y.shape[-1] // n, n)
-    amax = jnp.abs(source.reshape(blocks.shape)).max(-1)
-    if c.amax_floor:
-        amax = (jnp.maximum if c.amax_bound == "floor" else jnp.minimum)(amax, _F32(c.amax_floor))
-    raw = amax / _F32(c.quant_max)
-    scale = raw if c.scale_rounding == "none" else _pow2(raw, amax, c)
-    scale = jnp.maximum(scale, _F32(c.scale_floor))
-    s = scale[..., None]
-    t = blocks / s if not c.zero_guard else jnp.where(s != 0, blocks / jnp.where(s != 0, s, 1.0), 0.0)
+    if has_given and c.tensor_scale != "global":
+        scale = jnp.broadcast_to(given, blocks.shape[:-1])
+        t = blocks * (_F32(1.0) / given if c.tensor_scale == "divisor" else given)
+    else:
+        scale, t = _block_scales(blocks, source.reshape(blocks.shape), c, given if has_given else None)
     integer = c.quant_dtype == "int8"
     if c.saturate or integer:
         low = -c.quant_max - 1.0 if integer and c.quant_max == 127.0 else -c.quant_max
@@ -599,7 +599,28 @@ def _quantize(y, source, c: Contract):
     return t.astype(getattr(jnp, c.quant_dtype)), scale
 
 
+def _block_scales(blocks, source, c: Contract, g):
+    """Each block's float32 scale and the quotients; NVFP4's (a global scale g) in TensorRT-LLM's
+    order: scale = e4m3(g * (amax * (1 / 6))), y * (1 / (scale * (1 / g)))."""
+    amax = jnp.abs(source).max(-1)
+    if c.amax_floor:
+        amax = (jnp.maximum if c.amax_bound == "floor" else jnp.minimum)(amax, _F32(c.amax_floor))
+    raw = amax / _F32(c.quant_max) if g is None else g * (amax * (_F32(1.0) / _F32(c.quant_max)))
+    scale = raw if c.scale_rounding == "none" else _pow2(raw, amax, c)
+    scale = jnp.maximum(scale, _F32(c.scale_floor))
+    if g is not None:
+        s = (scale * (_F32(1.0) / g))[..., None]
+        return scale, jnp.where(s != 0, blocks * (_F32(1.0) / jnp.where(s != 0, s, 1.0)), 0.0)
+    s = scale[..., None]
+    return scale, blocks / s if not c.zero_guard else jnp.where(s != 0, blocks / jnp.where(s != 0, s, 1.0), 0.0)
+
+
 def _pow2(raw, amax, c: Contract):
+    """The scale as the contract rounds it: to E4M3 (saturating at 448: NVFP4's block scale) or to
+    a power of two from frexp's exact exponent (a zero block's is 1)."""
+    if c.scale_rounding.startswith("e4m3"):
+        clamped = jnp.minimum(raw, _F32(448.0)) if c.scale_rounding == "e4m3" else raw
+        return clamped.astype(jnp.float8_e4m3fn).astype(_F32)
     value = amax if c.scale_rounding == "ocp_floor" else raw
     mantissa, exponent = jnp.frexp(value)
     floor = exponent - 1

@@ -16,7 +16,7 @@ from normdiff.harness.data.contracts import Contract
 
 
 def run_bug(bug: Bug, op: str, contract: Contract, inputs: CaseInputs):
-    if op.endswith("_quant"):  # the quantizing ops' own code is NumPy's (numpy_own.quantizing)
+    if contract.record.quantizes:  # the quantizing ops' own code is NumPy's (numpy_own.quantizing)
         from normdiff.implementations import numpy_own
 
         return numpy_own.run(op, contract.replace(**bug.changes), inputs)

@@ -127,7 +127,7 @@ def run(op: str, c: Contract, inputs: CaseInputs, f=_F32, cast=_cast):
     step between the contract's rounding points is computed in (float32; the chain reference takes
     float64) and `cast` what such a rounding point does (`_cast`)."""
     a = inputs.arrays
-    if op.endswith("_quant"):
+    if "_quant" in op:  # rms_norm_quant, add_rms_norm_quant and their _static forms (names: ops/)
         return quantizing(op, c, inputs, f, cast)
     if "residual" in a:
         return add_norm(c, inputs, f, cast)
@@ -230,24 +230,25 @@ def quantizing(op: str, c: Contract, inputs: CaseInputs, f=_F32, cast=_cast):
     if c.scale_from == "normalised" and "weight" in a:
         bare = type(inputs)(**{**vars(inputs), "arrays": {k: v for k, v in a.items() if k != "weight"}})
         source = _norm(c, bare, h if residual_out is not None else a["x"], keep, f, cast)
-    q, scale = quantize_values(y.astype(f), source.astype(f), c, f)
+    given = a.get("tensor_scale")  # rms_norm_quant_static's per-tensor scale (float32)
+    q, scale = quantize_values(y.astype(f), source.astype(f), c, f, None if given is None else f(given.reshape(-1)[0]))
     return (q, scale) if residual_out is None else (q, scale, residual_out)
 
 
-def quantize_values(y: np.ndarray, source: np.ndarray, c: Contract, f=_F32) -> tuple[np.ndarray, np.ndarray]:
-    """q and the float32 scales of float32 y per row (quant_group 0) or block of quant_group columns."""
+def quantize_values(y: np.ndarray, source: np.ndarray, c: Contract, f=_F32, given=None) -> tuple[np.ndarray, np.ndarray]:
+    """q and the float32 scales of float32 y per row (quant_group 0) or block of quant_group columns;
+    `given` the case's per-tensor scale: the scale itself (static FP8, which multiplies by 1 / scale as
+    vLLM's and FlashInfer's kernels do), its inverse, or NVFP4's global scale g."""
     import ml_dtypes
 
     n = y.shape[-1] if not c.quant_group else c.quant_group
     blocks = y.reshape(*y.shape[:-1], y.shape[-1] // n, n)
-    amax = np.abs(source.reshape(blocks.shape)).max(-1)
-    if c.amax_floor:
-        amax = (np.maximum if c.amax_bound == "floor" else np.minimum)(amax, f(c.amax_floor))
-    scale = _pow2(amax / f(c.quant_max), amax, c, f)
-    scale = np.maximum(scale, f(c.scale_floor)).astype(f)
-    s = scale[..., None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = (blocks / s if not c.zero_guard else np.where(s != 0, blocks / np.where(s != 0, s, f(1.0)), f(0.0))).astype(f)
+        if given is not None and c.tensor_scale != "global":
+            scale = np.full(blocks.shape[:-1], given, dtype=f)
+            t = (blocks * (f(1.0) / given if c.tensor_scale == "divisor" else given)).astype(f)
+        else:
+            scale, t = _block_scales(blocks, source.reshape(blocks.shape), c, f, given)
     fmax = f(c.quant_max)
     integer = c.quant_dtype == "int8"
     if c.saturate or integer:  # (a float-to-int8 cast saturates here, as CUDA's cvt.sat does)
@@ -260,11 +261,33 @@ def quantize_values(y: np.ndarray, source: np.ndarray, c: Contract, f=_F32) -> t
     return q.reshape(y.shape), scale
 
 
-def _pow2(raw: np.ndarray, amax: np.ndarray, c: Contract, f=_F32) -> np.ndarray:
-    """The scale rounded to a power of two as the contract says, from the float32 bits (frexp is
-    exact); a zero block's power-of-two scale is 1."""
+def _block_scales(blocks: np.ndarray, source: np.ndarray, c: Contract, f=_F32, g=None):
+    """Each block's float32 scale from its amax, and the quotients y / scale (0 where the scale is 0,
+    under the zero guard). NVFP4 (a global scale g): scale = e4m3(g * (amax * (1 / 6))) and y times
+    1 / (scale * (1 / g)), as TensorRT-LLM's cvt_warp_fp16_to_fp4 orders it."""
+    amax = np.abs(source).max(-1)
+    if c.amax_floor:
+        amax = (np.maximum if c.amax_bound == "floor" else np.minimum)(amax, f(c.amax_floor))
+    raw = amax / f(c.quant_max) if g is None else g * (amax * (f(1.0) / f(c.quant_max)))
+    scale = np.maximum(_rounded_scale(raw, amax, c, f), f(c.scale_floor)).astype(f)
+    s = scale[..., None] if g is None else (scale * (f(1.0) / g))[..., None]
+    if g is not None:  # multiplied by the reciprocal of the decode scale
+        return scale, np.where(s != 0, blocks * (f(1.0) / np.where(s != 0, s, f(1.0))), f(0.0)).astype(f)
+    if not c.zero_guard:
+        return scale, (blocks / s).astype(f)
+    return scale, np.where(s != 0, blocks / np.where(s != 0, s, f(1.0)), f(0.0)).astype(f)
+
+
+def _rounded_scale(raw: np.ndarray, amax: np.ndarray, c: Contract, f=_F32) -> np.ndarray:
+    """The scale rounded as the contract says: to E4M3 (saturating at 448: NVFP4's block scale), or
+    to a power of two from the float32 bits (frexp is exact; a zero block's power-of-two scale is 1)."""
     if c.scale_rounding == "none":
         return raw
+    if c.scale_rounding.startswith("e4m3"):  # (e4m3_unsaturated: the bug, ml_dtypes' NaN past 464)
+        import ml_dtypes
+
+        clamped = np.minimum(raw, f(448.0)) if c.scale_rounding == "e4m3" else raw
+        return clamped.astype(ml_dtypes.float8_e4m3fn).astype(f)
     rule = c.scale_rounding
     value = amax if rule == "ocp_floor" else raw
     mantissa, exponent = np.frexp(value.astype(np.float64))

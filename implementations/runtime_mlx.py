@@ -190,17 +190,30 @@ def nn_layer_norm_backward(op: str, contract: Contract, inputs: CaseInputs, dy) 
 # returned as MLX gives them, E8M0 bytes.
 
 _MX_MODES = {"float8_e4m3fn": ("mxfp8", 8), "float4_e2m1fn": ("mxfp4", 4)}
+NVFP4_GLOBAL = 448.0 * 6.0  # MLX's global_scale is the tensor's amax: it encodes with 2688 / global_scale
 
 
 def quantize_mx(op: str, contract: Contract, inputs: CaseInputs):
+    """q and scale bytes of mx.quantize on mx.fast.rms_norm's float32 output: MX blocks of 32 with
+    E8M0 scales, or NVFP4 (rms_norm_quant_static@nvfp4: blocks of 16, E4M3 scales) with the case's
+    global encode scale g passed as MLX takes it, global_scale = 2688 / g. q is read back from
+    mx.dequantize without the global scale, which is exactly the code times the E4M3 (or power of
+    two) scale, divided by that scale (0 where MLX wrote a zero scale)."""
     import ml_dtypes
 
     x, w = _operand(inputs, "x"), _operand(inputs, "weight")
-    mode, bits = _MX_MODES[contract.quant_dtype]
+    nvfp4 = contract.scale_rounding == "e4m3"
+    mode, bits, group = ("nvfp4", 4, 16) if nvfp4 else (*_MX_MODES[contract.quant_dtype], 32)
     y = mx.fast.rms_norm(from_numpy(x.astype(np.float32)), from_numpy(w.astype(np.float32)), contract.eps)
-    packed, scales = mx.quantize(y, group_size=32, bits=bits, mode=mode)
-    values = to_numpy(mx.dequantize(packed, scales, group_size=32, bits=bits, mode=mode, dtype=mx.float32))
+    extra = {}
+    if nvfp4:
+        g = np.float32(inputs.arrays["tensor_scale"].reshape(-1)[0])
+        extra["global_scale"] = mx.array(np.float32(NVFP4_GLOBAL) / g)
+    packed, scales = mx.quantize(y, group_size=group, bits=bits, mode=mode, **extra)
+    values = to_numpy(mx.dequantize(packed, scales, group_size=group, bits=bits, mode=mode, dtype=mx.float32))
     byte = to_numpy(scales)
-    power = np.ldexp(1.0, byte.astype(np.int64) - 127)
-    q = values.reshape(*values.shape[:-1], -1, 32) / power[..., None]
+    scale = byte.view(ml_dtypes.float8_e4m3fn).astype(np.float64) if nvfp4 else np.ldexp(1.0, byte.astype(np.int64) - 127)
+    blocks = values.reshape(*values.shape[:-1], -1, group)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(scale[..., None] != 0, blocks / np.where(scale != 0, scale, 1.0)[..., None], 0.0)
     return q.reshape(values.shape).astype(np.float32).astype(getattr(ml_dtypes, contract.quant_dtype)), byte

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from normdiff.harness.data.ops import get_op
 from normdiff.implementations.frameworks.torch import autograd_vjp, from_numpy as to_torch
 from normdiff.implementations.numpy_own import EMAX
 
@@ -503,7 +504,7 @@ def _takes(cls: type) -> tuple[str, ...]:
 
 def run(op: str, contract: Contract, inputs: CaseInputs) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """The op's output: y, or for a fused add the tuple (y, residual_out); a quantizing op's (q, scale)."""
-    if op.endswith("_quant"):
+    if get_op(op).quantizes:
         return quantizing(op, contract, inputs)
     module, arrays = prepare(op, contract, inputs)
     with torch.inference_mode():
@@ -554,7 +555,8 @@ def quantizing(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
         source = (normed[0] if isinstance(normed, tuple) else normed).float()
     else:
         source = y
-    q, scale = quantize_tensor(y, source, contract)
+    given = inputs.arrays.get("tensor_scale")  # rms_norm_quant_static's per-tensor scale (float32)
+    q, scale = quantize_tensor(y, source, contract, None if given is None else float(given.reshape(-1)[0]))
     if op.startswith("add_"):
         residual_out = out[1]
         if contract.quant_input == "float32":  # the float32 run's sum, rounded as the input dtype holds it
@@ -568,20 +570,17 @@ _FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8
            "float8_e5m2": torch.float8_e5m2}
 
 
-def quantize_tensor(y: torch.Tensor, source: torch.Tensor, c: Contract) -> tuple:
-    """q and float32 scales of float32 y, per row or per block of c.quant_group columns."""
+def quantize_tensor(y: torch.Tensor, source: torch.Tensor, c: Contract, given: float | None = None) -> tuple:
+    """q and float32 scales of float32 y, per row or per block of c.quant_group columns; `given` the
+    case's per-tensor scale (numpy_own.quantize_values says how each contract uses it)."""
     n = y.shape[-1] if not c.quant_group else c.quant_group
     blocks = y.reshape(*y.shape[:-1], y.shape[-1] // n, n)
-    amax = source.reshape(blocks.shape).abs().amax(-1)
-    if c.amax_floor:
-        bound = torch.clamp_min if c.amax_bound == "floor" else torch.clamp_max
-        amax = bound(amax, c.amax_floor)
-    raw = amax / c.quant_max
-    scale = _pow2(raw, amax, c)
-    if c.scale_floor:
-        scale = torch.clamp_min(scale, c.scale_floor)
-    s = scale.unsqueeze(-1)
-    t = blocks / s if not c.zero_guard else torch.where(s != 0, blocks / torch.where(s != 0, s, 1.0), 0.0)
+    if given is not None and c.tensor_scale != "global":
+        t_scale = torch.tensor(given, dtype=torch.float32)
+        scale = t_scale.expand(blocks.shape[:-1]).clone()
+        t = blocks * (1.0 / t_scale if c.tensor_scale == "divisor" else t_scale)
+    else:
+        scale, t = _block_scales(blocks, source.reshape(blocks.shape), c, given)
     integer = c.quant_dtype == "int8"
     if c.saturate or integer:
         low = -c.quant_max - 1.0 if integer and c.quant_max == 127.0 else -c.quant_max
@@ -598,11 +597,33 @@ def quantize_tensor(y: torch.Tensor, source: torch.Tensor, c: Contract) -> tuple
     return t.numpy().astype(getattr(ml_dtypes, c.quant_dtype)), scale
 
 
+def _block_scales(blocks: torch.Tensor, source: torch.Tensor, c: Contract, given: float | None) -> tuple:
+    """Each block's float32 scale from its amax and the quotients; NVFP4's (a global scale g) as
+    TensorRT-LLM orders it: scale = e4m3(g * (amax * (1 / 6))), y * (1 / (scale * (1 / g)))."""
+    amax = source.abs().amax(-1)
+    if c.amax_floor:
+        bound = torch.clamp_min if c.amax_bound == "floor" else torch.clamp_max
+        amax = bound(amax, c.amax_floor)
+    g = None if given is None else torch.tensor(given, dtype=torch.float32)
+    raw = amax / c.quant_max if g is None else g * (amax * (1.0 / torch.tensor(c.quant_max)))
+    scale = _pow2(raw, amax, c)
+    if c.scale_floor:
+        scale = torch.clamp_min(scale, c.scale_floor)
+    if g is not None:
+        s = (scale * (1.0 / g)).unsqueeze(-1)
+        return scale, torch.where(s != 0, blocks * (1.0 / torch.where(s != 0, s, 1.0)), 0.0)
+    s = scale.unsqueeze(-1)
+    return scale, blocks / s if not c.zero_guard else torch.where(s != 0, blocks / torch.where(s != 0, s, 1.0), 0.0)
+
+
 def _pow2(raw: torch.Tensor, amax: torch.Tensor, c: Contract) -> torch.Tensor:
-    """The scale as a power of two by the contract's rule, from torch.frexp's exact exponent; a zero
-    block's is 1."""
+    """The scale as the contract rounds it: to E4M3 with torch's own float8 cast (saturating at 448
+    first: NVFP4's block scale), or to a power of two from torch.frexp's exact exponent (a zero
+    block's is 1)."""
     if c.scale_rounding == "none":
         return raw
+    if c.scale_rounding.startswith("e4m3"):
+        return (raw.clamp_max(448.0) if c.scale_rounding == "e4m3" else raw).to(torch.float8_e4m3fn).float()
     value = amax if c.scale_rounding == "ocp_floor" else raw
     mantissa, exponent = torch.frexp(value)
     floor = exponent - 1

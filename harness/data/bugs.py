@@ -288,6 +288,20 @@ BUGS: dict[str, Bug] = {
             "the amax floor written as a cap: every block's scale 1e-4 / 448, every value saturated",
             "any block with amax > 1e-4", ("normal",),
             ("DeepSeek-V3 PR #964 (tl.min where tl.maximum was meant), fixed in #969",)),
+        Bug("quant-static-scale-multiplied", "rms_norm_quant_static", "vllm-fp8-static", {"tensor_scale": "multiplier"},
+            "q = y * (1 / scale)", "q = y * scale",
+            "a static scale applied as its own inverse (the two conventions of a per-tensor scale: vLLM and "
+            "FlashInfer divide by it, TensorRT-LLM's smooth-quant reference multiplies): every quotient off by "
+            "scale^2, an FP8 scale of 0.009 sends every code to zero", "any scale but 1", ("normal",),
+            ("TensorRT-LLM tests/unittest/trt/quantization/test_smooth_quant_rms_norm.py (static: q = ref * scale)",
+             "vLLM csrc/layernorm_quant_kernels.cu (scale_inv = 1 / *scale)")),
+        Bug("quant-nvfp4-scale-unclamped", "rms_norm_quant_static", "nvfp4", {"scale_rounding": "e4m3_unsaturated"},
+            "scale = e4m3(min(g * amax / 6, 448))", "scale = e4m3(g * amax / 6) unclamped",
+            "NVFP4's block scale cast to E4M3FN without saturating: a block whose amax passes the tensor amax "
+            "the global scale was calibrated on gets scale NaN (0x7F) past 464, and its 16 values NaN",
+            "blocks above the calibrated amax (outliers)", ("outliers",),
+            ("NVIDIA Model-Optimizer PR #1397 (NVFP4 export: per-block scale past 448 cast to NaN)",
+             "vLLM tests/kernels/quantization/nvfp4_utils.py ref_nvfp4_quant (the cast without a clamp)")),
     )
 }
 

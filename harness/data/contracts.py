@@ -109,6 +109,8 @@ class Contract:
     amax_bound: str = "floor"
     zero_guard: bool = True
     quant_rounding: str = "nearest"
+    # a quantizing norm given a per-tensor scale (rms_norm_quant_static): what that scale means
+    tensor_scale: str = "divisor"
 
     def __post_init__(self) -> None:
         if self.op not in OPS:

@@ -55,6 +55,7 @@ CENTRE = "centre"  # LayerNorm: the mean subtracted, the variance's divisor and 
 BIAS = "bias"  # ops with a bias: where it is added
 RESIDUAL = "residual"  # fused residual adds: where the sum is rounded, how, and where it goes
 QUANT = "quant"  # quantizing norms: the format, the scale's blocks and rounding, the clamp
+TENSOR_SCALE = "tensor_scale"  # quantizing norms given a per-tensor scale: what that scale means
 
 # Declaration order is the order diagnosis tries them in (ties between equally good candidates keep it).
 KNOBS: dict[str, Knob] = {
@@ -141,14 +142,19 @@ KNOBS: dict[str, Knob] = {
              says={0: "one scale per row (per token)", 16: "one scale per block of 16 columns",
                    32: "one scale per block of 32 columns", 64: "one scale per group of 64 columns",
                    128: "one scale per group of 128 columns"}),
-        Knob("scale_rounding", QUANT, ("none", "ceil_pow2", "ocp_floor", "floor_pow2", "nearest_pow2"),
+        Knob("scale_rounding", QUANT, ("none", "ceil_pow2", "ocp_floor", "floor_pow2", "nearest_pow2", "e4m3",
+                                               "e4m3_unsaturated"),
              summary="the scale as computed | rounded up to a power of two (UE8M0, RCEIL) | OCP MX's "
-                     "2^(floor(log2 amax) - emax) | rounded down | to the nearest power of two",
+                     "2^(floor(log2 amax) - emax) | rounded down | to the nearest power of two | rounded "
+                     "to FP8 E4M3 (NVFP4's block scale)",
              says={"none": "the scale kept as computed (float32)",
                    "ceil_pow2": "the scale rounded up to a power of two (UE8M0 / E8M0 round-up)",
                    "ocp_floor": "the scale 2^(floor(log2 amax) - emax of the format) (OCP MX v1.0)",
                    "floor_pow2": "the scale rounded down to a power of two (the exponent truncated)",
-                   "nearest_pow2": "the scale rounded to the nearest power of two in log2"}),
+                   "nearest_pow2": "the scale rounded to the nearest power of two in log2",
+                   "e4m3": "the block scale rounded to FP8 E4M3, nearest even, saturating at 448 (NVFP4)",
+                   "e4m3_unsaturated": "the block scale cast to FP8 E4M3 without a clamp (past 464 the cast "
+                                       "is NaN)"}),
         Knob("amax_floor", QUANT, tried=(0.0, 1e-4, 1e-10), summary="amax = max(amax, amax_floor) before the scale",
              says={0.0: "no floor under the amax", 1e-4: "amax floored at 1e-4 (DeepSeek-V3's act_quant)",
                    1e-10: "amax floored at 1e-10"}),
@@ -178,6 +184,14 @@ KNOBS: dict[str, Knob] = {
         Knob("scale_from", QUANT, ("y", "normalised"), summary="amax of y | of the value before the weight",
              says={"y": "the amax taken of y, after the weight multiply",
                    "normalised": "the amax taken of the normalised value before the weight multiply"}),
+        Knob("tensor_scale", TENSOR_SCALE, ("divisor", "multiplier", "global"),
+             summary="the given per-tensor scale s divides y (q = y / s) | multiplies it (q = y * s) | is "
+                     "NVFP4's global encode scale g (block scales e4m3(g * amax / max), q = y * g / scale)",
+             says={"divisor": "the per-tensor scale divides y: q = y / scale (vLLM, FlashInfer)",
+                   "multiplier": "the per-tensor scale multiplies y: q = y * scale (the inverse scale's "
+                                 "convention)",
+                   "global": "the per-tensor scale is NVFP4's global encode scale g: each block's scale is "
+                             "e4m3(g * amax / 6) and q = y * g / scale"}),
     )
 }
 

@@ -150,7 +150,8 @@ def decode(array, fmt: str | QuantFormat) -> np.ndarray:
     a = np.asarray(array)
     name = fmt if isinstance(fmt, str) else fmt.name
     if name == "float32":
-        if a.dtype.kind != "f" and a.dtype not in (E8M0,):
+        # numbers in any float type: NumPy's, or ml_dtypes' (an NVFP4 block scale as float8_e4m3fn)
+        if a.dtype.kind != "f" and not a.dtype.name.startswith("float"):
             raise ValueError(f"a float32 scale came as {a.dtype}; return it as float32")
         return a.astype(np.float64)
     if name == "e8m0":

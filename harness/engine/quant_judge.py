@@ -13,11 +13,12 @@ moves ~4 % of FP8 codes by one) hides under it. So each element is bracketed ins
   scale judged on its own: the contract's scale of the bracket's smallest and largest amax (each
         amax / max rounded in float32 either way; a power-of-two scale exact), so a scale off by a
         constant factor, taken before the weight, from the wrong max, or an E8M0 rounded the wrong
-        way falls outside
+        way falls outside. A per-tensor scale the case gives is exact; NVFP4's E4M3 block scales of
+        g * amax / 6 are bracketed like the others, the product's three float32 roundings included
   q     judged given the implementation's own scale (so that one wrong scale is not also counted as
         every q wrong): the legal codes are Q(y_lo / s) .. Q(y_hi / s), the quotient widened by a
         float32 reciprocal's rounding (a kernel may multiply by 1 / s), Q nearest-even with the
-        contract's clamp. Q is monotone, so every legal pipeline lands inside, and the number of
+        contract's clamp (NVFP4: y * (1 / (s * (1 / g))), four roundings). Q is monotone, so every legal pipeline lands inside, and the number of
         elements outside is 0 by derivation for a correct implementation: any is a disagreement.
 
 Reported in the format's units: max_ulp is the largest distance, in ULPs of the format, from y / s
@@ -42,6 +43,7 @@ from normdiff.text import general, number, precise
 F32 = get_format("float32")
 U32 = 2.0 ** -24  # a float32 rounding's relative error, at most
 RECIPROCAL = 2.0 * U32  # 1 / s rounded, then the product rounded: what multiplying by it may add
+GLOBAL = 4.0 * U32  # NVFP4's q = y * (1 / (s * (1 / g))): four roundings; its scale g * (amax * (1 / 6)): three
 
 
 @dataclass
@@ -59,6 +61,7 @@ class QuantReference:
     q: np.ndarray  # exact q at the exact scale
     scale_unit: object = F32  # the FloatFormat a scale's error is counted in (`scale_format`)
     output: str = "q"  # the output this reference is the case of (q and scale share one call)
+    given: float | None = None  # the case's per-tensor scale (ops/quantize.given_scale), if it gives one
     floor: None = None  # (no ULP floor: the pairs table asks every reference for one)
 
     @property
@@ -67,8 +70,18 @@ class QuantReference:
         return self.q if self.output == "q" else self.scale
 
     @property
-    def power_of_two(self) -> bool:
-        return self.contract.scale_rounding != "none"
+    def scale_bits(self) -> str:
+        """What a scale returned as uint8 bytes holds: E4M3 codes (NVFP4), else E8M0 exponents."""
+        return "float8_e4m3fn" if self.contract.scale_rounding.startswith("e4m3") else "e8m0"
+
+    @property
+    def per_tensor(self) -> bool:
+        """Whether the scale is the one the case gives (static FP8): one for the whole tensor."""
+        return self.given is not None and self.contract.tensor_scale != "global"
+
+    def divisor(self, scale: np.ndarray) -> np.ndarray:
+        """What q divides y by, given a stored scale (ops/quantize.divisor)."""
+        return quantize.divisor(scale, self.contract, self.given)
 
 
 def reference(case, inputs, exact: dict) -> QuantReference:
@@ -88,21 +101,30 @@ def reference(case, inputs, exact: dict) -> QuantReference:
     high_mag = np.maximum(np.abs(lo_src), np.abs(hi_src))
     a_lo = quantize.blocks(low_mag, c.quant_group).max(axis=-1)
     a_hi = quantize.blocks(high_mag, c.quant_group).max(axis=-1)
-    # amax / max rounded in float32 (and a float32 floor constant): either way by one rounding each
-    # (a zero block's power-of-two scale is 1, not the limit of a tiny one's: the ends may swap)
-    ends = quantize.scale_of(a_lo * (1.0 - 2 * U32), c), quantize.scale_of(a_hi * (1.0 + 2 * U32), c)
-    s_lo, s_hi = np.minimum(*ends), np.maximum(*ends)
-    if c.scale_rounding == "none":
-        s_lo, s_hi = s_lo * (1.0 - 2 * U32), s_hi * (1.0 + 2 * U32)
+    given = quantize.given_scale(inputs.arrays)
+    if given is not None and c.tensor_scale != "global":  # the case's own scale: exact
+        s_lo = s_hi = exact["scale"]
+    else:
+        # amax / max rounded in float32 (and a float32 floor constant): either way by one rounding each,
+        # NVFP4's g * amax / 6 by three (a zero block's power-of-two scale is 1, not the limit of a
+        # tiny one's: the ends may swap)
+        g, k = (1.0, 2 * U32) if given is None else (given, GLOBAL)
+        ends = quantize.scale_of(a_lo * (1.0 - k), c, g), quantize.scale_of(a_hi * (1.0 + k), c, g)
+        s_lo, s_hi = np.minimum(*ends), np.maximum(*ends)
+        if c.scale_rounding == "none":
+            s_lo, s_hi = s_lo * (1.0 - 2 * U32), s_hi * (1.0 + 2 * U32)
     return QuantReference(quant.get_format(c.quant_dtype), c, y, y_lo, y_hi, exact["scale"], s_lo, s_hi, exact["q"],
-                          scale_format(c, case.dtype))
+                          scale_format(c, case.dtype), given=given)
 
 
 def scale_shaped(scale, ref: QuantReference) -> np.ndarray:
     """An implementation's scales as (rows, blocks): (rows,), (rows, 1) and the flat (rows * blocks,)
-    taken as they are laid out; anything else raises, naming the shape expected."""
+    taken as they are laid out, and a per-tensor scale as one value; anything else raises, naming
+    the shape expected."""
     a = np.asarray(scale)
     want = ref.scale.shape
+    if ref.per_tensor and a.size == 1:
+        return np.broadcast_to(a.reshape(()), want)
     if a.size != int(np.prod(want)):
         raise ValueError(f"scale has shape {a.shape}; this contract gives one scale per "
                          f"{'row' if want[-1] == 1 else 'block'}: shape {want}")
@@ -112,13 +134,14 @@ def scale_shaped(scale, ref: QuantReference) -> np.ndarray:
 def scale_format(contract, dtype: str):
     """The precision a scale's error is counted in: that of the y its amax is taken of (the input
     dtype where the contract rounds y to it before quantizing, else float32), so that one legal
-    rounding of that y is about one ULP of the scale."""
+    rounding of that y is about one ULP of the scale; an E4M3 block scale's in E4M3's own."""
+    if contract.scale_rounding.startswith("e4m3"):
+        return quant.get_format("float8_e4m3fn").as_float_format()
     return get_format(dtype if contract.quant_input == "input" else "float32")
 
 
 def judge_scale(out, ref: QuantReference) -> Measurement:
-    s = quant.decode(out, "e8m0" if ref.power_of_two and np.asarray(out).dtype == np.uint8 else "float32")
-    s = scale_shaped(s, ref)
+    s = scale_shaped(quant.decode(out, _scale_encoding(out, ref)), ref)
     m = Measurement(outcome="agree", output_dtype=str(np.asarray(out).dtype), output_digest=digest(np.asarray(out)))
     finite = np.isfinite(s)
     m.nan_count, m.inf_count = int(np.isnan(s).sum()), int(np.isinf(s).sum())
@@ -128,7 +151,8 @@ def judge_scale(out, ref: QuantReference) -> Measurement:
     m.tolerance_ulp = float(np.max(np.maximum(ref.scale_hi - ref.scale, ref.scale - ref.scale_lo) / unit))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = s / ref.scale
-    m.scale_ratio = float(np.nanmedian(np.where(np.isfinite(ratio), ratio, np.nan))) if finite.any() else float("nan")
+    usable = ratio[np.isfinite(ratio)]
+    m.scale_ratio = float(np.median(usable)) if usable.size else float("nan")
     outside = ~((s >= ref.scale_lo) & (s <= ref.scale_hi))
     m.off_chain = float(outside.mean())
     m.chain_identical = float((s == F32.round(ref.scale)).mean())
@@ -150,12 +174,12 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
     if q.shape != ref.y.shape:
         raise ValueError(f"q has shape {q.shape}, expected {ref.y.shape}")
     m = Measurement(outcome="agree", output_dtype=str(raw.dtype), output_digest=digest(raw))
-    s = _usable_scale(scale_out, ref)
+    s = ref.divisor(_usable_scale(scale_out, ref))
     c = ref.contract
     t_lo = quantize.quotient(ref.y_lo, s, c)
     t_hi = quantize.quotient(ref.y_hi, s, c)
     t = quantize.quotient(ref.y, s, c)
-    widen = RECIPROCAL * np.maximum(np.abs(t_lo), np.abs(t_hi))
+    widen = (RECIPROCAL if ref.given is None else GLOBAL) * np.maximum(np.abs(t_lo), np.abs(t_hi))
     fmt = ref.fmt
     q_lo = quantize.rounded(t_lo - widen, c).reshape(q.shape)
     q_hi = quantize.rounded(t_hi + widen, c).reshape(q.shape)
@@ -192,10 +216,16 @@ def _usable_scale(scale_out, ref: QuantReference) -> np.ndarray:
     is judged with the scale it was quantized with, and a scale that is not one is its own row's
     failure."""
     try:
-        s = scale_shaped(quant.decode(scale_out, "e8m0" if np.asarray(scale_out).dtype == np.uint8 else "float32"), ref)
+        s = scale_shaped(quant.decode(scale_out, _scale_encoding(scale_out, ref)), ref)
     except (ValueError, TypeError):
         return ref.scale
     return np.where(np.isfinite(s) & (s >= 0), s, ref.scale)
+
+
+def _scale_encoding(scale_out, ref: QuantReference) -> str:
+    """How to read an implementation's scales: bytes as the contract's scale format encodes them
+    (E8M0 exponents, NVFP4's E4M3 codes), anything else as the numbers it holds."""
+    return ref.scale_bits if np.asarray(scale_out).dtype == np.uint8 else "float32"
 
 
 def _dequantized(m: Measurement, q: np.ndarray, s: np.ndarray, ref: QuantReference) -> None:

@@ -52,8 +52,8 @@ def two_args(x, eps): ...  # noqa: E302
 def liger_like(X, W, eps, offset=0.0, casting_mode="llama"): ...  # noqa: E302  (liger_kernel rms_norm_forward)
 
 
-def _call(fn, record=RMS):
-    return calls.default_call(fn, record, fn.__name__).bind(VALUES)
+def _call(fn, record=RMS, values=VALUES):
+    return calls.default_call(fn, record, fn.__name__).bind(values)
 
 
 def test_keras_ops_gets_its_inputs_by_name_not_eps_as_axis():
@@ -157,3 +157,21 @@ def test_a_required_shape_parameter_gets_the_span():
     template = calls.default_call(layer_norm, get_op("layer_norm"), "layer_norm")
     args, kwargs = template.bind({"x": "X", "dim": 64, "weight": "W", "bias": "B", "eps": 1e-5})
     assert kwargs == {"input": "X", "normalized_shape": (64,), "weight": "W", "bias": "B", "eps": 1e-5}
+
+
+def rms_norm_static_fp8_quant(input, weight, scale, epsilon):  # vLLM's (its out= dropped)
+    pass
+
+
+def fp4_by_keyword(x, *, global_scale, gamma, eps):
+    pass
+
+
+def test_scale_is_the_tensor_scale_where_the_op_takes_one_and_the_weight_elsewhere():
+    """vLLM and FlashInfer call a static quantizer's per-tensor scale `scale`; haiku and keras call
+    the weight so: the op's own call decides."""
+    static = OPS["rms_norm_quant_static"]
+    values = {**VALUES, "tensor_scale": "S"}
+    assert _call(rms_norm_static_fp8_quant, static, values) == (["X", "W", "S", 1e-6], {})
+    assert _call(fp4_by_keyword, static, values) == ([], {"x": "X", "global_scale": "S", "gamma": "W", "eps": 1e-6})
+    assert _call(keras_rms_normalization)[1]["scale"] == "W"  # rms_norm: still the weight

@@ -110,13 +110,17 @@ def test_the_contracts_eps_is_used():
 
 
 def test_mx_quantize_agrees_with_the_mx_conventions():
-    # mx.quantize's E8M0 exponent is ceil(log2(amax / max)), as the mxfp8 and mxfp4 contracts say
+    # mx.quantize's E8M0 exponent is ceil(log2(amax / max)), as the mxfp8 and mxfp4 contracts say; its
+    # nvfp4 mode, given MLX's global_scale = 2688 / g, the E4M3 block scales of vLLM's NVFP4 recipe
     cases = [Case.of("rms_norm_quant", conv, dtype, shape, regime, weight="trained")
              for conv in ("mxfp8", "mxfp4") for dtype in DTYPES for shape in ("8x1024", "4x7168")
              for regime in ("normal", "outliers", "zero_rows")]
+    cases += [Case.of("rms_norm_quant_static", "nvfp4", dtype, "8x1024", regime, weight="trained", tensor_scale=scale)
+              for dtype in DTYPES for regime in ("normal", "outliers", "zero_rows")
+              for scale in ("nvfp4-amax4", "nvfp4-amax64", "fp8-amax4")]
     cases = [o for c in cases for o in c.outputs()]
     rows = api.run_suite(Suite("mx", "", tuple(cases)), [QUANTIZE]).results
     assert len(rows) == len(cases) and set(rows["output"]) == {"q", "scale"}
     bad = rows[~rows["outcome"].isin(["identical", "agree"])]
     assert bad.empty, bad[["case_id", "outcome", "max_ulp", "detail"]].to_string()
-    assert (rows.loc[rows["output"] == "scale", "output_dtype"] == "uint8").all()  # E8M0 bytes, as MLX gives them
+    assert (rows.loc[rows["output"] == "scale", "output_dtype"] == "uint8").all()  # E8M0 / E4M3 bytes, as MLX gives them

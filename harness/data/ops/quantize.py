@@ -10,7 +10,14 @@ the format (harness/data/quant.py), all in float64. Pure NumPy.
 R: "none" keeps a / quant_max; "ceil_pow2" the least power of two >= it (UE8M0 / E8M0 round-up);
 "ocp_floor" 2^(floor(log2 a) - emax), emax = floor(log2 of the format's max) (OCP MX v1.0, section
 6.3: 2 for E2M1, 8 for E4M3); "floor_pow2" and "nearest_pow2" (bugs: the exponent truncated, or
-rounded in log2). A zero block's power-of-two scale is 1 (MLX writes the byte 127 for one).
+rounded in log2). A zero block's power-of-two scale is 1 (MLX writes the byte 127 for one). "e4m3": rounded to
+FP8 E4M3FN, nearest even, saturating at 448 (NVFP4's block scale; a zero block's is 0).
+
+Given a per-tensor scale t (rms_norm_quant_static's `tensor_scale` operand, one float32 per case),
+the contract's `tensor_scale` says what it is: "divisor", the scale itself (s = t, q = Q(y / t):
+vLLM's and FlashInfer's static FP8); "multiplier", its inverse (q = Q(y * t)); "global", NVFP4's
+global encode scale g (s = R(g a / quant_max) per block, q = Q(y / (s / g))). `divisor` is what q
+is divided by in every case: s, 1 / t or s / g.
 
 Where the contract rounds y before quantizing (`quant_input` "input") and whether the quantizer
 divides or multiplies by a float32 reciprocal are rounding choices: the exact maths ignores them, and
@@ -45,16 +52,19 @@ def emax(fmt: quant.QuantFormat) -> int:
     return int(np.floor(np.log2(fmt.max)))
 
 
-def scale_of(amax: np.ndarray, contract: Contract) -> np.ndarray:
-    """The contract's scale, float64, from each block's amax (exact)."""
+def scale_of(amax: np.ndarray, contract: Contract, g: float = 1.0) -> np.ndarray:
+    """The contract's scale, float64, from each block's amax (exact); `g` NVFP4's global encode
+    scale (1 elsewhere)."""
     fmt = quant.get_format(contract.quant_dtype)
     bound = np.maximum if contract.amax_bound == "floor" else np.minimum
     a = bound(np.asarray(amax, dtype=np.float64), contract.amax_floor) if contract.amax_floor else \
         np.asarray(amax, dtype=np.float64)
-    raw = a / contract.quant_max
+    raw = g * a / contract.quant_max
     rounding = contract.scale_rounding
     if rounding == "none":
         s = raw
+    elif rounding.startswith("e4m3"):
+        s = quant.get_format("float8_e4m3fn").quantize(raw, saturate=rounding == "e4m3")
     elif rounding == "ocp_floor":
         s = np.where(a > 0, np.ldexp(1.0, (quant.pow2_exponent(a, "floor") - emax(fmt)).astype(np.int64)), 1.0)
     elif rounding == "nearest_pow2":
@@ -64,6 +74,23 @@ def scale_of(amax: np.ndarray, contract: Contract) -> np.ndarray:
         e = quant.pow2_exponent(raw, "ceil" if rounding == "ceil_pow2" else "floor")
         s = np.where(raw > 0, np.ldexp(1.0, e.astype(np.int64)), 1.0)
     return np.maximum(s, contract.scale_floor)
+
+
+def given_scale(arrays: dict) -> float | None:
+    """The per-tensor scale a case gives (rms_norm_quant_static's `tensor_scale`), as float64; None
+    for an op that computes every scale itself."""
+    t = arrays.get("tensor_scale")
+    return None if t is None else float(np.asarray(t, dtype=np.float64).reshape(-1)[0])
+
+
+def divisor(scale: np.ndarray, contract: Contract, given: float | None) -> np.ndarray:
+    """What q divides y by, given the scale the contract stores (module docstring): the scale
+    itself, or 1 / t for a multiplied per-tensor scale, or s / g for NVFP4's global scale."""
+    s = np.asarray(scale, dtype=np.float64)
+    if given is None or contract.tensor_scale == "divisor":
+        return s
+    with np.errstate(divide="ignore"):
+        return 1.0 / s if contract.tensor_scale == "multiplier" else s / given
 
 
 def quantized(y: np.ndarray, scale: np.ndarray, contract: Contract) -> np.ndarray:
@@ -113,8 +140,12 @@ def results(contract: Contract, arrays: dict, num_heads: int = 1) -> dict[str, n
     (rows, blocks)), y (the exact norm the judge brackets from), and a fused add's residual_out."""
     y = evaluate(contract, arrays, num_heads)
     amax = np.max(np.abs(blocks(amax_source(y, contract, arrays), contract.quant_group)), axis=-1)
-    scale = scale_of(amax, contract)
-    out = {"q": quantized(y, scale, contract), "scale": scale, "y": y}
+    given = given_scale(arrays)
+    if given is not None and contract.tensor_scale != "global":  # one scale, the tensor's, for every row
+        scale = np.full(amax.shape, given)
+    else:
+        scale = scale_of(amax, contract, 1.0 if given is None else given)
+    out = {"q": quantized(y, divisor(scale, contract, given), contract), "scale": scale, "y": y}
     if "residual" in arrays:
         out["residual_out"] = norm.residual_sum(arrays)
     return out
@@ -134,17 +165,26 @@ def describe(contract: Contract) -> str:
     if c.amax_floor:
         amax = f"max({amax}, {general(c.amax_floor)})"
     scale = f"{amax} / {general(c.quant_max)}"
+    given = "tensor_scale" in (o.name for o in c.record.operands)
+    if given and c.tensor_scale == "global":
+        scale = f"g * {scale}"
     scale = {"none": scale, "ceil_pow2": f"2^ceil(log2({scale}))",
              "ocp_floor": f"2^(floor(log2 {amax}) - {emax(quant.get_format(c.quant_dtype))})",
-             "floor_pow2": f"2^floor(log2({scale}))", "nearest_pow2": f"2^round(log2({scale}))"}[c.scale_rounding]
+             "floor_pow2": f"2^floor(log2({scale}))", "nearest_pow2": f"2^round(log2({scale}))",
+             "e4m3": f"e4m3({scale})", "e4m3_unsaturated": f"e4m3({scale}) unclamped"}[c.scale_rounding]
     if c.scale_floor:
         scale = f"max({scale}, {number(c.scale_floor)})"
+    quotient = "y / scale"
+    if given:  # the case's per-tensor scale (t, or NVFP4's global g)
+        scale, block, quotient = {"divisor": ("t", "for the tensor", "y / t"),
+                                  "multiplier": ("t", "for the tensor", "y * t"),
+                                  "global": (scale, block + ", g given", "y * g / scale")}[c.tensor_scale]
     base = norm_text(c)
     where = "y in float32" if c.quant_input == "float32" else "y rounded to the input dtype"
     clamp = "clamped" if c.saturate else "unclamped"
     rounding = {"nearest": "nearest-even", "truncate": "truncated", "half_away": "rounded half away"}[c.quant_rounding]
     results = "q, scale, h" if c.op.startswith("add_") else "q, scale"
-    return (f"{base}; scale = {scale} {block}; q = {c.quant_dtype}(y / scale) {clamp}, {rounding} "
+    return (f"{base}; scale = {scale} {block}; q = {c.quant_dtype}({quotient}) {clamp}, {rounding} "
             f"({where}); returns ({results})")
 
 

@@ -66,7 +66,7 @@ def test_the_chain_comes_from_the_op_record_and_the_reduction_from_the_span():
     table = budget_table()
     assert table["chains"]["bfloat16"] == {"*": 2.0, "gated_rms_norm": 3.0, "qk_norm_rope": 6.0,
                                            "group_gated_rms_norm": 3.0, "add_rms_norm": 3.0, "l2_norm": 1.0,
-                                           "add_rms_norm_quant": 3.0}  # (its y, which the judge brackets)
+                                           "add_rms_norm_quant": 3.0, "add_rms_norm_quant_static": 3.0}  # (their y, which the judge brackets)
     # a contract that rounds once is budgeted one rounding, the Llama cast's two
     assert chain("bfloat16", "rms_norm", rounding_rule(get_contract("rms_norm", "olmo2"))) == 1.0
     assert chain("bfloat16", "rms_norm", rounding_rule(get_contract("rms_norm", "qwen3"))) == 2.0

@@ -8,11 +8,15 @@ from normdiff.harness.data.conventions import defining
 from normdiff.harness.engine import quant_judge, runner
 from normdiff.implementations import numpy_own
 
-QUANT_CONVENTIONS = [(op, c) for op in ("rms_norm_quant", "add_rms_norm_quant") for c in defining(op)]
+QUANT_OPS = ("rms_norm_quant", "add_rms_norm_quant", "rms_norm_quant_static", "add_rms_norm_quant_static")
+QUANT_CONVENTIONS = [(op, c) for op in QUANT_OPS for c in defining(op)]
+TENSOR_SCALES = ("fp8-amax4", "fp8-amax1", "nvfp4-amax4", "nvfp4-amax64")
 
 
-def case(op="rms_norm_quant", convention="sglang-fp8", dtype="bfloat16", regime="normal", weight="trained"):
+def case(op="rms_norm_quant", convention="sglang-fp8", dtype="bfloat16", regime="normal", weight="trained",
+         tensor_scale="fp8-amax4"):
     choices = {"weight": weight} | ({"residual": "large"} if op.startswith("add_") else {})
+    choices |= {"tensor_scale": tensor_scale} if op.endswith("_static") else {}
     return Case.of(op, convention, dtype, "8x1024", regime, **choices)
 
 
@@ -31,8 +35,9 @@ def own(c: Case, **knobs):
 @pytest.mark.parametrize("op,convention", QUANT_CONVENTIONS)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_numpys_own_is_inside_every_bracket(op, convention, dtype):
-    for regime in ("normal", "outliers", "zero_rows", "tiny_rms:1e-3"):
-        c = case(op, convention, dtype, regime)
+    scales = TENSOR_SCALES if op.endswith("_static") else TENSOR_SCALES[:1]
+    for regime, scale in ((r, s) for r in ("normal", "outliers", "zero_rows", "tiny_rms:1e-3") for s in scales):
+        c = case(op, convention, dtype, regime, tensor_scale=scale)
         q, s = judged(c, own(c))
         assert q.outcome in ("identical", "agree") and s.outcome in ("identical", "agree"), (regime, q.detail, s.detail)
         assert q.off_chain == 0.0 and q.max_ulp <= q.tolerance_ulp
@@ -92,3 +97,25 @@ def test_the_own_implementations_emax_table_is_the_exact_maths():
     from normdiff.harness.data.ops import quantize
 
     assert numpy_own.EMAX == {name: quantize.emax(fmt) for name, fmt in quant.FORMATS.items()}
+
+
+def test_a_given_scale_is_exact_and_nvfp4s_block_scale_is_judged_in_e4m3_steps():
+    """A static scale is the case's own: any other value is the scale's failure. NVFP4's E4M3 block
+    scales come as float8_e4m3fn, as their bytes or as numbers; one E4M3 step up on a block is out
+    of the bracket (the legal float32 roundings of g * amax / 6 move it only at a tie)."""
+    import ml_dtypes
+
+    c = case("rms_norm_quant_static", "vllm-fp8-static")
+    q, s = own(c)
+    assert all(m.outcome in ("identical", "agree") for m in judged(c, (q, s[:1, :1])))  # one value for the tensor
+    _, wrong = judged(c, (q, s * np.float32(1.01)))
+    assert wrong.outcome == "disagree" and wrong.off_chain == 1.0
+    n = case("rms_norm_quant_static", "nvfp4", tensor_scale="nvfp4-amax4")
+    q, s = own(n)
+    as_bytes = s.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    for given in (s.astype(ml_dtypes.float8_e4m3fn), as_bytes, s):
+        assert all(m.outcome in ("identical", "agree") for m in judged(n, (q, given)))
+    bumped = as_bytes.copy()
+    bumped[0, 0] += 1  # the next E4M3 value up
+    q_m, s_m = judged(n, (q, bumped))
+    assert s_m.outcome == "disagree" and s_m.max_ulp == 1.0, s_m.detail
