@@ -189,12 +189,21 @@ def _onnx_and_compile() -> list[Implementation]:
     # onnxruntime's RMSNormalization kernel computes in float32 and rounds once: plain gamma, one rounding
     one_rounding = frozenset({("rms_norm", "olmo2"), ("rms_norm", "torch")})
     layer_norm, qwen3 = frozenset({("layer_norm", "torch")}), frozenset({("rms_norm", "qwen3")})
+    # y kept in float32 and a linear scale: the contracts a float32 norm before QuantizeLinear computes
+    quantize_linear = frozenset((op, convention) for op in ("rms_norm_quant", "add_rms_norm_quant")
+                                for convention in ("sglang-fp8", "aiter-fp8"))
     # torch.compile: one case per call (each shape is a compilation), in a worker of its own
     compiled = dict(worker="torch-compile", batch_rows=False, tier="full")
     return [
         Implementation("onnx-RMSNormalization", "framework", "onnxruntime", onnx_entry + "rms_norm", one_rounding,
                        "ONNX RMSNormalization (opset 23, stash_type float32) on onnxruntime's CPU provider; "
                        "no bf16 (no bf16 Mul kernel)", requires=("onnx",), batch_rows=True),
+        Implementation("onnx-QuantizeLinear", "framework", "onnxruntime", onnx_entry + "quantizing_norm",
+                       quantize_linear, "ONNX RMSNormalization in float32 (the inputs cast to it: bf16 runs), the "
+                       "scale per row from ReduceMax |y| (Max with the amax floor; a zero scale guarded by Where), "
+                       "QuantizeLinear to FP8 (opset 23, saturate=1) on onnxruntime's CPU provider; x + residual "
+                       "added in float32 first for the fused add",
+                       requires=("onnx",), batch_rows=True),
         Implementation("onnx-LayerNormalization", "framework", "onnxruntime", onnx_entry + "layer_norm", layer_norm,
                        "ONNX LayerNormalization (opset 17, stash_type float32) on onnxruntime's CPU provider",
                        requires=("onnx",), batch_rows=True),

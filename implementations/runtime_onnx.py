@@ -9,6 +9,8 @@ InferenceSession has no backward pass.
   onnx-export-hf-qwen3           HF Qwen3RMSNorm traced by torch.onnx.export (the legacy TorchScript
                                  exporter, dynamo=False: no onnxscript needed; ~30 ms an export),
                                  run with onnxruntime's default optimizations
+  onnx-QuantizeLinear            the quantizing norms: RMSNormalization in float32, the scale from
+                                 ReduceMax |y|, QuantizeLinear (opset 23) to FP8 (`quantize_linear`)
 
 Each graph is built once per (kind, width, eps, dtype) and kept as an InferenceSession; its row
 dimension is symbolic ("rows"), so the rows of every case of a width share it and the runner may
@@ -35,6 +37,18 @@ checks it):
     rms_norm@torch (as torch's own F.rms_norm, builtins.py).
   * SimplifiedLayerNormalization: onnxruntime's RMSNorm kernel, the same numbers, the same pairs.
   * LayerNormalization: layer_norm@torch (biased variance, float32 statistics, one rounding).
+  * QuantizeLinear: the contracts that keep y in float32 and take a linear scale, per token:
+    sglang-fp8 and aiter-fp8, with and without the fused add (x + residual added in float32, the
+    sum returned cast to the case dtype). Not vLLM's nor DeepSeek-V3's (y rounded to the input
+    dtype before quantizing: another contract), nor the MX ones (power-of-two scales). Every dtype
+    runs: the graph casts its inputs to float32 first (onnxruntime has bf16 Casts), so no bf16 Mul
+    is needed. Measured on onnxruntime 1.32's CPU provider: QuantizeLinear rounds y / scale once to
+    nearest even (1.0625 + 2^-20 -> 1.125, the tie 1.0625 -> 1.0 in E4M3FN), saturates at the
+    format's max with saturate=1, takes one scale per row or per block of columns (block_size, opset
+    21) and makes y / 0 NaN (0xff E4M3FN, 0x80 E4M3FNUZ, -128 INT8), so a scale that may be 0 is
+    guarded; its FLOAT4E2M1 output has no CPU kernel (NOT_IMPLEMENTED). Its Python API gives an
+    E4M3FN tensor as its uint8 bits and cannot give E4M3FNUZ or E5M2 at all ("No corresponding Numpy
+    type"): frameworks/onnxruntime.py reads each float8 output by its bits as ml_dtypes' type.
   * the exported Qwen3RMSNorm: declared for rms_norm@qwen3, the layer's own convention, whose
     contract rounds twice (the Llama cast: eager HF computes weight * y.to(fp16) in fp16). The CPU
     provider has no float16 Mul either, so onnxruntime runs that Mul in float32 between inserted
@@ -149,6 +163,98 @@ def export_qwen3_rmsnorm(width: int, eps: float, dtype: str) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
+# The quantizing norms: the norm in float32, a scale per row or block, QuantizeLinear
+
+QUANT_OPSET = 23  # RMSNormalization (23); QuantizeLinear's output_dtype and blocked scales (21)
+_QUANT_ELEMENT = {"float8_e4m3fn": "FLOAT8E4M3FN", "float8_e4m3fnuz": "FLOAT8E4M3FNUZ",
+                  "float8_e5m2": "FLOAT8E5M2"}  # onnx.TensorProto's names of the formats it writes
+
+# the knobs of a quantizing contract this graph computes, each as it computes it (anything else is
+# another contract: `quantizing_norm` refuses it rather than compute the wrong one)
+QUANT_KNOBS = {"quant_input": "float32", "scale_rounding": "none", "scale_from": "y", "saturate": True,
+               "quant_rounding": "nearest", "amax_bound": "floor", "zero_guard": True}
+ADD_KNOBS = {"residual_dtype": "float32", "residual_rounding": "nearest", "residual_order": "before_norm"}
+
+
+def quantize_linear(width: int, eps: float, dtype: str, contract: Contract, fused_add: bool):
+    """x (and the residual) and the weight in `dtype`, cast to float32; h = x + residual in float32
+    (also returned, cast back: residual_out); y = RMSNormalization(h, w) in float32, kept in float32;
+    the scales (`_scale_nodes`); q = QuantizeLinear(y, scale) in the format, saturating, one scale
+    per block (opset 21's block_size: a row is one block of its width). Returns q, the float32
+    scales (rows, blocks) and residual_out."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    c, element = contract, _ELEMENT[dtype]
+    group, fmt = c.quant_group or width, getattr(TensorProto, _QUANT_ELEMENT[c.quant_dtype])
+    operands = ("x", "residual", "weight") if fused_add else ("x", "weight")
+    nodes = [helper.make_node("Cast", [name], [name + "32"], to=FLOAT) for name in operands]
+    outputs = [helper.make_tensor_value_info("q", fmt, ["rows", width]),
+               helper.make_tensor_value_info("scale", FLOAT, ["rows", width // group])]
+    if fused_add:
+        nodes += [helper.make_node("Add", ["x32", "residual32"], ["h32"]),
+                  helper.make_node("Cast", ["h32"], ["residual_out"], to=element)]
+        outputs.append(helper.make_tensor_value_info("residual_out", element, ["rows", width]))
+    nodes.append(helper.make_node("RMSNormalization", ["h32" if fused_add else "x32", "weight32"], ["y"], axis=-1,
+                                  epsilon=float(eps), stash_type=1))
+    scale_nodes, divisor, constants = _scale_nodes(c, group)
+    nodes += scale_nodes + [helper.make_node("QuantizeLinear", ["y", divisor], ["q"], axis=1, block_size=group,
+                                             output_dtype=fmt, saturate=1)]
+    inputs = [helper.make_tensor_value_info(name, element, [width] if name == "weight" else ["rows", width])
+              for name in operands]
+    graph = helper.make_graph(nodes, "quantize_linear", inputs, outputs,
+                              [numpy_helper.from_array(np.asarray(v), name) for name, v in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", QUANT_OPSET)], producer_name="normdiff")
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _scale_nodes(c: Contract, group: int) -> tuple[list, str, dict]:
+    """The nodes from y to its scales, "scale" (rows, blocks): amax = ReduceMax |y| over each block,
+    Max with the contract's amax floor, / quant_max, Max with its scale floor (each where it has
+    one); the name QuantizeLinear divides by; and the constants they read.
+
+    A zero row's scale is 0 without a floor, and QuantizeLinear's y / 0 is NaN (0xff in E4M3FN, 0x80
+    in E4M3FNUZ: measured). Such a contract (SGLang's) returns the 0 and quantizes with
+    Where(scale == 0, 1, scale): its kernel guards the same division (`scale_inv = (scale == 0.f) ?
+    0.f : 1.0f / scale`), and QuantizeLinear takes a scale, not its reciprocal; the row's y is 0, so
+    its q is 0 either way."""
+    from onnx import helper
+
+    constants = {"blocks": np.array([0, -1, group], np.int64), "axes": np.array([-1], np.int64),
+                 "quant_max": np.float32(c.quant_max)}
+    nodes = [helper.make_node("Reshape", ["y", "blocks"], ["y_blocks"]),  # (rows, blocks, group)
+             helper.make_node("Abs", ["y_blocks"], ["magnitude"]),
+             helper.make_node("ReduceMax", ["magnitude", "axes"], ["amax"], keepdims=0)]
+    amax = "amax"
+    if c.amax_floor:
+        constants["amax_floor"] = np.float32(c.amax_floor)
+        nodes.append(helper.make_node("Max", ["amax", "amax_floor"], ["amax_floored"]))
+        amax = "amax_floored"
+    nodes.append(helper.make_node("Div", [amax, "quant_max"], ["raw_scale" if c.scale_floor else "scale"]))
+    if c.scale_floor:
+        constants["scale_floor"] = np.float32(c.scale_floor)
+        nodes.append(helper.make_node("Max", ["raw_scale", "scale_floor"], ["scale"]))
+    if c.amax_floor or c.scale_floor:
+        return nodes, "scale", constants
+    constants.update(zero=np.float32(0.0), one=np.float32(1.0))
+    nodes += [helper.make_node("Equal", ["scale", "zero"], ["zero_scale"]),
+              helper.make_node("Where", ["zero_scale", "one", "scale"], ["divisor"])]
+    return nodes, "divisor", constants
+
+
+def _quant_refusal(contract: Contract, fused_add: bool) -> str | None:
+    """Why the graph does not compute this contract's quantizer (a knob it does not model), or None."""
+    computed = {**QUANT_KNOBS, **(ADD_KNOBS if fused_add else {})}
+    other = {knob: getattr(contract, knob) for knob, value in computed.items() if getattr(contract, knob) != value}
+    if contract.quant_dtype not in _QUANT_ELEMENT:
+        other["quant_dtype"] = contract.quant_dtype
+    return f"the QuantizeLinear graph computes {computed} to {list(_QUANT_ELEMENT)}; this contract has {other}" \
+        if other else None
+
+
+# ---------------------------------------------------------------------------------------------
 # Sessions, cached per key (kept as the error when onnxruntime refuses the graph)
 
 _SESSIONS: dict[tuple, object] = {}
@@ -177,12 +283,13 @@ def load(model, optimize: bool = True):
     return ort.InferenceSession(data, _session_options(optimize), providers=["CPUExecutionProvider"])
 
 
-def session(kind: str, width: int, eps: float, dtype: str, optimize: bool = True):
-    key = (kind, width, float(eps), dtype, optimize)
+def session(kind: str, width: int, eps: float, dtype: str, optimize: bool = True, params: tuple = ()):
+    """The kind's graph as a session; `params`: what else its builder takes (hashable: part of the key)."""
+    key = (kind, width, float(eps), dtype, optimize, params)
     with _LOCK:
         if key not in _SESSIONS:
             try:
-                _SESSIONS[key] = load(GRAPHS[kind](width, eps, dtype), optimize)
+                _SESSIONS[key] = load(GRAPHS[kind](width, eps, dtype, *params), optimize)
             except Exception as exc:  # noqa: BLE001 - kept, so every case of this key says the same
                 _SESSIONS[key] = _refusal(kind, dtype, exc)
         found = _SESSIONS[key]
@@ -211,7 +318,7 @@ def _refusal(kind: str, dtype: str, exc: Exception) -> Exception:
 
 GRAPHS = {"RMSNormalization": rms_normalization, "LayerNormalization": layer_normalization,
           "SimplifiedLayerNormalization": simplified_layer_normalization,
-          "export-hf-qwen3": _exported}
+          "export-hf-qwen3": _exported, "QuantizeLinear": quantize_linear}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,3 +362,18 @@ def simplified_layer_norm(op: str, contract: Contract, inputs: CaseInputs) -> np
 
 def exported_qwen3(op: str, contract: Contract, inputs: CaseInputs) -> np.ndarray:
     return _run("export-hf-qwen3", op, contract, inputs, ("weight",))
+
+
+def quantizing_norm(op: str, contract: Contract, inputs: CaseInputs) -> tuple:
+    """rms_norm_quant's (q, scale), or add_rms_norm_quant's (q, scale, residual_out), from the
+    QuantizeLinear graph (`quantize_linear`)."""
+    from normdiff.implementations.frameworks.onnxruntime import run_graph_outputs
+
+    x = _check(op, contract, inputs, ("weight",))
+    fused_add = "residual" in inputs.arrays
+    refusal = _quant_refusal(contract, fused_add)
+    if refusal:
+        raise ValueError(refusal)
+    graph = session("QuantizeLinear", x.shape[-1], contract.eps, _dtype_name(x), params=(contract, fused_add))
+    feeds = {name: inputs.arrays[name] for name in ("x", "residual", "weight") if name in inputs.arrays}
+    return tuple(run_graph_outputs(graph, feeds))

@@ -1,7 +1,8 @@
 """onnxruntime, CPU provider: a user's ONNX graph (an .onnx file, or a function that returns an
 InferenceSession or a ModelProto) runs on the case's arrays fed by input name. NumPy has no bf16 in
 onnxruntime's Python API, so bf16 crosses as raw 16-bit words through io_binding
-(OrtValue.ortvalue_from_numpy_with_onnx_type). onnxruntime 1.32's CPU provider has no bf16 Mul
+(OrtValue.ortvalue_from_numpy_with_onnx_type); bf16 and float8 outputs come back by their bits as
+ml_dtypes' arrays (a QuantizeLinear's q). onnxruntime 1.32's CPU provider has no bf16 Mul
 kernel, so a bf16 graph fails to load: its cases cannot run, and check says `partial` with that
 reason rather than `disagrees`."""
 from __future__ import annotations
@@ -36,6 +37,12 @@ def graph_inputs(session) -> dict:
 
 def run_graph(session, feeds: dict) -> np.ndarray:
     """Run with every input bound as an OrtValue (bf16 as its raw bits), the first output back."""
+    return run_graph_outputs(session, feeds, first_only=True)[0]
+
+
+def run_graph_outputs(session, feeds: dict, first_only: bool = False) -> list[np.ndarray]:
+    """Run with every input bound as an OrtValue (bf16 as its raw bits); every output back (or the
+    first), as NumPy (`as_numpy`)."""
     import ml_dtypes
     import onnxruntime as ort
 
@@ -47,23 +54,40 @@ def run_graph(session, feeds: dict) -> np.ndarray:
         else:
             value = ort.OrtValue.ortvalue_from_numpy(array)
         binding.bind_ortvalue_input(name, value)
-    output = session.get_outputs()[0].name
-    binding.bind_output(output)
+    for output in (session.get_outputs()[:1] if first_only else session.get_outputs()):
+        binding.bind_output(output.name)
     session.run_with_iobinding(binding)
-    result = binding.get_outputs()[0]
-    if result.data_type() == "tensor(bfloat16)":  # .numpy() has no bf16: copy the raw words out
-        return _raw_words(result).view(ml_dtypes.bfloat16)
-    return np.asarray(result.numpy())
+    return [as_numpy(value) for value in binding.get_outputs()]
 
 
-def _raw_words(value) -> np.ndarray:
-    """A CPU OrtValue's 16-bit elements, copied out by address (its shape kept)."""
+# the element types onnxruntime's .numpy() has no NumPy dtype for, read by their bits as ml_dtypes'
+# (measured on 1.32: bf16, float8e4m3fnuz and float8e5m2 raise "No corresponding Numpy type";
+# float8e4m3fn comes back as its uint8 bits, viewed here as the format it is)
+_BY_BITS = {"tensor(bfloat16)": "bfloat16", "tensor(float8e4m3fn)": "float8_e4m3fn",
+            "tensor(float8e4m3fnuz)": "float8_e4m3fnuz", "tensor(float8e5m2)": "float8_e5m2",
+            "tensor(float8e5m2fnuz)": "float8_e5m2fnuz"}
+
+
+def as_numpy(value) -> np.ndarray:
+    """A CPU OrtValue as NumPy: bf16 and the float8 types as ml_dtypes' arrays of the same bits."""
+    import ml_dtypes
+
+    name = _BY_BITS.get(value.data_type())
+    if name is None:
+        return np.asarray(value.numpy())
+    return _raw(value, np.dtype(getattr(ml_dtypes, name)))
+
+
+def _raw(value, dtype: np.dtype) -> np.ndarray:
+    """A CPU OrtValue's elements, copied out by address as `dtype` (its shape kept)."""
     import ctypes
 
     shape = tuple(value.shape())
-    count = int(np.prod(shape, dtype=np.int64))
-    buffer = (ctypes.c_uint16 * count).from_address(value.data_ptr()) if count else []
-    return np.array(buffer, dtype=np.uint16).reshape(shape)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if not size:
+        return np.zeros(shape, dtype)
+    buffer = (ctypes.c_uint8 * size).from_address(value.data_ptr())
+    return np.frombuffer(buffer, np.uint8).copy().view(dtype).reshape(shape)
 
 
 FRAMEWORK = Framework("onnxruntime", modules=("onnxruntime",), extra="onnx", distributions=("onnxruntime", "onnx"),

@@ -1,19 +1,26 @@
 """onnxruntime running normalization graphs built in code (runtime_onnx.py) through the runner: each
 agrees with the conventions it is declared for in float32 and float16 (and bf16 where onnxruntime
 has the kernels), bf16 RMSNormalization and the bf16 exported Qwen3RMSNorm fail to load with the
-reason (no bf16 Mul kernel), and the float16 roundings the declarations rest on are pinned."""
+reason (no bf16 Mul kernel), and the float16 roundings the declarations rest on are pinned; the
+QuantizeLinear graph of the quantizing norms against the exact maths, and what its QuantizeLinear
+node does (nearest-even, saturating, NaN for a zero scale)."""
 from __future__ import annotations
 
+import importlib.util
+
+import ml_dtypes
 import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from normdiff.cases.model import Case  # noqa: E402
+from normdiff.cases.model import Case, CaseInputs  # noqa: E402
 from normdiff.cases.suites import Suite  # noqa: E402
 from normdiff.harness import api  # noqa: E402
 
+from normdiff.harness.data import quant  # noqa: E402
+from normdiff.harness.data.ops import quantize  # noqa: E402
 from normdiff.harness.engine import verdict  # noqa: E402
 from normdiff.implementations import catalog, numpy_own, registry, runtime_onnx  # noqa: E402
 from normdiff.implementations.frameworks.onnxruntime import run_graph  # noqa: E402
@@ -168,3 +175,94 @@ def test_bf16_refusal_is_kept_per_key():
     for _ in range(2):
         with pytest.raises(runtime_onnx.UnsupportedDtype, match=r"no bfloat16 kernel"):
             runtime_onnx.rms_norm(case.op, case.contract, case.inputs())
+
+
+# ---- the quantizing norms: onnx-QuantizeLinear (runtime_onnx.quantize_linear) -----------------------
+
+QUANTIZE = "onnx-QuantizeLinear"
+FLOAT32_Y = {(op, convention) for op in ("rms_norm_quant", "add_rms_norm_quant")
+             for convention in ("sglang-fp8", "aiter-fp8")}  # y kept in float32, a linear scale
+
+
+def _quant_case(op: str, convention: str, dtype: str, regime: str) -> Case:
+    extra = {"residual": "large"} if op.startswith("add_") else {}
+    return Case.of(op, convention, dtype, "8x1024", regime, weight="trained", **extra)
+
+
+def test_quantize_linear_is_declared_for_the_float32_y_contracts_only(monkeypatch):
+    # not vLLM's (y rounded to bf16 first), DeepSeek's (the bf16 norm output) nor the MX ones (power-of-two scales)
+    impl = registry.get(QUANTIZE)
+    assert impl.op_conventions == FLOAT32_Y
+    assert impl.passes == ("forward",) and impl.framework == "onnxruntime" and impl.batch_rows
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnx" else real(name, *a))
+    assert "onnx is not installed" in impl.unavailable_reason()  # unavailable without onnx, not a failure
+
+
+@pytest.mark.parametrize("op,convention", sorted(FLOAT32_Y))
+def test_quantize_linear_against_the_exact_maths(op, convention):
+    case = _quant_case(op, convention, "float32", "normal")
+    inputs = case.inputs()
+    rowed = {name: a.copy() for name, a in inputs.arrays.items() if name in ("x", "residual")}
+    for a in rowed.values():
+        a[0] = 0.0  # a zero row (x and the residual): a zero amax
+    inputs = CaseInputs({**inputs.arrays, **rowed}, inputs.num_heads, inputs.layout)
+    out = runtime_onnx.quantizing_norm(op, case.contract, inputs)
+    exact = quantize.results(case.contract, inputs.arrays)
+    fmt = quant.get_format(case.contract.quant_dtype)
+    q, scale = quant.decode(out[0], fmt), out[1].astype(np.float64)
+    assert out[0].dtype == fmt.np_dtype and out[1].dtype == np.float32 and scale.shape == (case.rows, 1)
+    zero = ~exact["y"].any(-1)
+    assert zero.tolist() == [True] + [False] * (case.rows - 1)
+    # a zero row: SGLang's scale 0 and q 0 (y / 0 would be NaN: the graph's Where guard), aiter's 1e-10 / 240
+    assert np.array_equal(scale[zero], exact["scale"][zero].astype(np.float32).astype(np.float64))
+    assert not q[zero].any() and not np.isnan(q).any()
+    # amax / max of a float32 y: a few float32 ulps from the exact scale
+    assert np.allclose(scale, exact["scale"], rtol=2.0 ** -20, atol=0)
+    # y / scale rounded once: the exact q but where a legal float32 rounding of y crosses a code boundary (one code)
+    assert np.mean(q == exact["q"]) > 0.999
+    assert (np.abs(q - exact["q"]) <= fmt.spacing(np.maximum(np.abs(q), np.abs(exact["q"])))).all()
+    # each row's largest |y| lands on the format's largest value, its sign kept
+    rows = np.flatnonzero(~zero)
+    top = np.abs(exact["y"][rows]).argmax(-1)
+    assert np.array_equal(q[rows, top], np.sign(exact["y"][rows, top]) * fmt.max)
+    if op.startswith("add_"):  # x + residual in float32, rounded to the case dtype
+        assert np.array_equal(out[2], numpy_own.run(op, case.contract, inputs)[2])
+
+
+def _quantize_node(fmt: str, width: int):
+    """One QuantizeLinear(y, scale) with one scale per row, to `fmt`, saturating (as quantize_linear writes it)."""
+    from onnx import TensorProto, helper
+
+    element = getattr(TensorProto, runtime_onnx._QUANT_ELEMENT[fmt])
+    node = helper.make_node("QuantizeLinear", ["y", "scale"], ["q"], axis=1, block_size=width, output_dtype=element,
+                            saturate=1)
+    graph = helper.make_graph([node], "quantize", [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", width]),
+                                                   helper.make_tensor_value_info("scale", TensorProto.FLOAT, ["rows", 1])],
+                              [helper.make_tensor_value_info("q", element, ["rows", width])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", runtime_onnx.QUANT_OPSET)])
+    model.ir_version = runtime_onnx.IR_VERSION
+    return model
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e4m3fnuz"])
+def test_quantize_linear_rounds_to_nearest_even_saturates_and_makes_nan_of_a_zero_scale(fmt):
+    # what the graph rests on (onnxruntime 1.32, CPU): one rounding to nearest even, the format's max past it
+    # (saturate=1), and y / 0 NaN, which is why a scale that may be 0 is guarded; e4m3fnuz, which onnxruntime's
+    # .numpy() cannot return, comes back by its bits
+    y = np.array([[1.0625 + 2.0 ** -20, 1.0625, 1000.0, -1000.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
+    q = run_graph(runtime_onnx.load(_quantize_node(fmt, 4)), {"y": y, "scale": np.array([[1.0], [0.0]], np.float32)})
+    top = quant.get_format(fmt).max
+    assert q.dtype == np.dtype(getattr(ml_dtypes, fmt))
+    assert q[0].astype(np.float64).tolist() == [1.125, 1.0, top, -top]  # 1.0625 a tie: to even, 1.0
+    assert np.isnan(q[1].astype(np.float64)).all()
+
+
+def test_quantize_linear_agrees_with_its_conventions():
+    cases = [o for op, convention in sorted(FLOAT32_Y) for dtype in DTYPES
+             for regime in ("normal", "outliers", "zero_rows", "tiny_rms:1e-3")
+             for o in _quant_case(op, convention, dtype, regime).outputs()]
+    rows = api.run_suite(Suite("quantize", "", tuple(cases)), [registry.get(QUANTIZE)]).results
+    assert len(rows) == len(cases)
+    bad = rows[~rows["outcome"].isin(["identical", "agree"])]
+    assert bad.empty, bad[["case_id", "outcome", "max_ulp", "detail"]].to_string()
