@@ -17,7 +17,11 @@ The protocol (docs/other-languages.md). For each case normdiff
      report says so). An op with several results writes each of them, by name, shaped like x: a
      fused add (add_rms_norm, inputs `x`, `residual`, `weight`) writes `y` and `residual_out`
      (the metadata's `results` lists them, comma-separated: `y` for every other op). Other
-     tensors and the metadata are ignored.
+     tensors and the metadata are ignored. A quantizing op (rms_norm_quant and its kind) writes `q`
+     shaped like x in its format, F8_E4M3 / F8_E5M2 / I8, or any format's raw bits as U8 (an FP4
+     code in the low nibble), and `scale` in F32, F8_E8M0 or F8_E4M3 (NVFP4's), or E8M0 / E4M3
+     codes as U8, one per row or block in any shape of that many elements; its input file adds a
+     per-tensor scale, `tensor_scale`, as one F32, where the op takes one.
 
 The backward pass (`--pass backward` or `both`, given explicitly: a command is a forward unless
 it says otherwise). A backward call's input file adds the upstream gradients, one per result, each
@@ -74,6 +78,8 @@ INPUT_NAME = "input.safetensors"
 OUTPUT_NAME = "output.safetensors"
 OUTPUT_TENSOR = "y"
 OUTPUT_DTYPES = ("F32", "BF16", "F16")  # what normdiff measures
+# a quantizing op's results: its codes (engine/quant_judge.py decodes each) and its scales
+QUANT_DTYPES = {"q": ("F8_E4M3", "F8_E5M2", "I8", "U8"), "scale": ("F32", "F8_E8M0", "F8_E4M3", "U8")}
 DEFAULT_WORKER_TIMEOUT = 60.0  # the runner's default per-call limit (`--timeout`)
 
 # ---------------------------------------------------------------------------------------------
@@ -88,6 +94,8 @@ _CODES = {
     "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
     "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
     "BOOL": np.dtype("bool"),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
 }
 _MAX_HEADER = 100 * 1024 * 1024  # the format's own limit
 
@@ -378,8 +386,8 @@ def _adapter(command, timeout: float, cwd: str | None, convention: str | None, p
         tensors = dict(inputs.arrays, **(_upstream_tensors(op, dy) if pass_ == "backward" else {}))
         if pass_ == "backward":
             wanted = {g: inputs.arrays[operand].shape for g, operand in _gradients(op, inputs).items()}
-        else:  # y, and any further result (a fused add's residual_out), each shaped like x
-            wanted = {name: inputs.arrays["x"].shape for name in OPS[op].results}
+        else:  # y (or q), and any further result (residual_out), each shaped like x; scales any shape
+            wanted = {name: None if name == "scale" else inputs.arrays["x"].shape for name in OPS[op].results}
         with tempfile.TemporaryDirectory(prefix="normdiff-cmd-") as tmp:
             in_path, out_path = os.path.join(tmp, INPUT_NAME), os.path.join(tmp, OUTPUT_NAME)
             write_file(in_path, tensors, metadata)
@@ -474,14 +482,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def output_limit(wanted: dict) -> int:
     """The largest output file a call can need: a header of 1 MiB (ours take 200 bytes), every
     wanted tensor as float32 (the widest measured dtype), and as much again for tensors the command
-    adds (read, then ignored)."""
-    return 8 + 2 ** 20 + 2 * 4 * sum(int(np.prod(shape)) for shape in wanted.values())
+    adds (read, then ignored); a tensor of any shape (a quantizer's scales, fewer than x's values)
+    as large as the largest other."""
+    sizes = [int(np.prod(shape)) for shape in wanted.values() if shape is not None]
+    largest = max(sizes, default=0)
+    return 8 + 2 ** 20 + 2 * 4 * sum(largest if shape is None else int(np.prod(shape)) for shape in wanted.values())
 
 
 def _read_output(shown: str, out_path: str, wanted: dict, dtype, stderr_path: str,
                  pass_: str = "forward") -> dict[str, np.ndarray]:
-    """The tensors `wanted` (name -> shape) from the command's output file, each checked."""
-    names = ", ".join(f"a tensor '{n}' shaped like {_operand_of(n)}, {tuple(shape)}" for n, shape in wanted.items())
+    """The tensors `wanted` (name -> shape, None: any shape) from the command's output file, each checked."""
+    names = ", ".join(f"a tensor '{n}' shaped like {_operand_of(n)}, {tuple(shape)}" if shape is not None else
+                      f"a tensor '{n}', one per row or block" for n, shape in wanted.items())
     layout = (f"write a safetensors file with {names} to the last argument (also $NORMDIFF_OUTPUT)"
               + (" (this is a backward call: metadata pass=backward, dy in the input)" if pass_ == "backward" else ""))
     if not os.path.exists(out_path):
@@ -490,7 +502,8 @@ def _read_output(shown: str, out_path: str, wanted: dict, dtype, stderr_path: st
     header = read_header(out_path)
     for name, shape in wanted.items():
         entry = header.get(name)
-        if isinstance(entry, dict) and isinstance(entry.get("shape"), list) and tuple(entry["shape"]) != shape:
+        if shape is not None and isinstance(entry, dict) and isinstance(entry.get("shape"), list) \
+                and tuple(entry["shape"]) != shape:
             raise CommandError(f"command '{shown}' wrote '{name}' with shape {tuple(entry['shape'])}; "
                                f"expected {tuple(shape)}, the shape of {_operand_of(name)}")
     try:
@@ -505,10 +518,12 @@ def _read_output(shown: str, out_path: str, wanted: dict, dtype, stderr_path: st
                            f"{have}); {layout}")
     for name, shape in wanted.items():
         code = dtype_code(tensors[name].dtype)
-        if code not in OUTPUT_DTYPES:
+        allowed = QUANT_DTYPES.get(name, OUTPUT_DTYPES)
+        if code not in allowed:
             raise CommandError(f"command '{shown}' wrote '{name}' as {code}; normdiff measures "
-                               f"{', '.join(OUTPUT_DTYPES)}: write it in the input dtype, {dtype_code(dtype)}")
-        if tensors[name].shape != shape:
+                               f"{', '.join(allowed)}: " + (f"write it in the input dtype, {dtype_code(dtype)}"
+                                                            if name not in QUANT_DTYPES else "write it as one of those"))
+        if shape is not None and tensors[name].shape != shape:
             raise CommandError(f"command '{shown}' wrote '{name}' with shape {tuple(tensors[name].shape)}; "
                                f"expected {tuple(shape)}, the shape of {_operand_of(name)}")
     return {name: tensors[name] for name in wanted}

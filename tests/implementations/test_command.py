@@ -107,8 +107,8 @@ def test_codec_rejects_a_wrong_byte_count_and_an_unknown_dtype():
 
     with pytest.raises(FormatError, match=r"needs 12 bytes, data_offsets \[0, 16\] span 16"):
         decode(with_header({"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}))
-    with pytest.raises(FormatError, match="unknown dtype 'F8_E4M3'"):
-        decode(with_header({"dtype": "F8_E4M3", "shape": [16], "data_offsets": [0, 16]}))
+    with pytest.raises(FormatError, match="unknown dtype 'F6_E3M2'"):  # (F8_E4M3 and the like: quantizers' codes)
+        decode(with_header({"dtype": "F6_E3M2", "shape": [16], "data_offsets": [0, 16]}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,13 +176,41 @@ OP_CASES = (
 )
 
 
-def test_every_op_reaches_the_command_with_its_inputs_and_metadata(program):
-    impls = [command_implementation(program + ["correct"], c.op, c.convention, name=f"py-{c.op}")
-             for c in OP_CASES]
-    report = api.run_suite(Suite("ops", "", OP_CASES), impls, timeout=30.0)
+def _all_agree(program, cases, ran_cases=None):
+    """The rows of `ran_cases` (default `cases`) run through the `correct` command, one
+    implementation per case's op@convention, after checking every one ran and agreed."""
+    ran_cases = ran_cases or cases
+    impls = [command_implementation(program + ["correct"], c.op, c.convention, name=f"py-{c.op}-{c.convention}")
+             for c in cases]
+    report = api.run_suite(Suite("ops", "", tuple(ran_cases)), impls, timeout=30.0)
     ran = report.results[~report.results["outcome"].isin(["unsupported"])]
-    assert len(ran) == len(OP_CASES)
+    assert len(ran) == len(ran_cases)
     assert set(ran["outcome"].astype(str)) <= {"identical", "agree"}, ran[["case_id", "detail"]].to_string()
+    return ran
+
+
+def test_every_op_reaches_the_command_with_its_inputs_and_metadata(program):
+    _all_agree(program, OP_CASES)
+
+
+QUANT_CASES = (
+    Case.of("rms_norm_quant", "sglang-fp8", "bfloat16", "4x64", "zero_rows", weight="trained"),  # F8_E4M3, F32
+    Case.of("rms_norm_quant", "vllm-int8", "float16", "4x64", weight="trained"),  # I8
+    Case.of("rms_norm_quant", "mxfp4", "bfloat16", "4x64", weight="trained"),  # FP4 codes as U8
+    Case.of("rms_norm_quant", "aiter-fp8", "float32", "4x64", weight="trained"),  # FNUZ bits as U8
+    Case.of("add_rms_norm_quant", "vllm-fp8", "bfloat16", "4x64", weight="trained", residual="large"),
+    Case.of("rms_norm_quant_static", "nvfp4", "bfloat16", "4x64", weight="trained", tensor_scale="nvfp4-amax4"),
+)
+
+
+def test_a_quantizing_op_writes_q_and_scale_in_its_formats(program):
+    """q in F8_E4M3 / I8 or its codes as U8, the scales in F32 or NVFP4's F8_E4M3; a static op's
+    input file carries its per-tensor scale. Each agrees with its contract."""
+    ran = _all_agree(program, QUANT_CASES, [o for c in QUANT_CASES for o in c.outputs()])
+    dtypes = dict(zip(ran["case_id"], ran["output_dtype"]))
+    assert dtypes[QUANT_CASES[0].id] == "float8_e4m3fn" and dtypes[QUANT_CASES[1].id] == "int8"
+    assert dtypes[QUANT_CASES[2].id] == "uint8"
+    assert dtypes[QUANT_CASES[-1].outputs()[1].id] == "float8_e4m3fn"  # NVFP4's block scales
 
 
 def test_input_file_and_metadata(tmp_path):
