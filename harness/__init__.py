@@ -6,7 +6,7 @@
     impls     implementations/   framework records, the registry, adapters
     engine    harness/engine/    oracle, judge, worker processes, runner, tables, the run API
     analysis  harness/analysis/  diagnosis (which bug a disagreement looks like), fitting, backward
-                                 diagnosis
+                                 diagnosis, quant_explain (explain's view of a quantizing bug)
     reports   reports/           the Report model, views, renderers
     commands  harness/commands/  cli, check, explain, repro, pytest plugin; and
               harness/api.py     the Python API (run_suite -> Report)

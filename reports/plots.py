@@ -104,16 +104,19 @@ def _colormap(name: str):
     return matplotlib.colormaps[name]
 
 
-def plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
+def plot_bug(title: str, sweep: dict | None, per_regime, path, blocks: dict | None = None) -> bytes:
     """A bug's error against the input regime: `sweep` ({label: (input rms values, rel_l2 values)})
-    for bugs that tiny inputs expose, otherwise `per_regime` (regime -> (worst rel_l2, caught))."""
+    for bugs that tiny inputs expose, otherwise `per_regime` (regime -> (worst rel_l2, caught)).
+    A quantizing bug's `blocks` add a panel: each block's dequantized error against its amax
+    ({"xlabel", "max": the x of the format's max or None, "mutant": (x, error), "contract": (x, error)},
+    harness/analysis/quant_explain.amax_points)."""
     with settings_folder():
-        return _plot_bug(title, sweep, per_regime, path)
+        return _plot_bug(title, sweep, per_regime, path, blocks)
 
 
-def _plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
-    fig = _figure((7, 4.2), 110)
-    ax = fig.add_subplot()
+def _plot_bug(title: str, sweep: dict | None, per_regime, path, blocks: dict | None = None) -> bytes:
+    fig = _figure((12, 4.2) if blocks else (7, 4.2), 110)
+    ax = fig.add_subplot(1, 2, 1) if blocks else fig.add_subplot()
     if sweep:
         for label, (scales, errors) in sweep.items():
             ax.loglog(scales, errors, marker="o", label=label)
@@ -127,11 +130,33 @@ def _plot_bug(title: str, sweep: dict | None, per_regime, path) -> bytes:
         colors = ["tab:red" if per_regime[r][1] else "tab:green" for r in regimes]
         ax.barh(regimes, errors, color=colors)
         ax.set_xscale("log")
-        ax.axvline(BF16_FLOOR, color="grey", linestyle="--")
+        if not blocks:  # (a quantizing bug's error is its format's, not bf16's)
+            ax.axvline(BF16_FLOOR, color="grey", linestyle="--")
         ax.set_xlabel("worst relative L2 error in the regime (red: caught, green: invisible)")
     ax.set_title(title)
+    if blocks:
+        _amax_panel(fig.add_subplot(1, 2, 2), blocks)
     fig.tight_layout()
     return _finish(fig, path)
+
+
+def _amax_panel(ax, blocks: dict) -> None:
+    """Each block's dequantized error (q * scale against the exact y), the mutant's and the
+    contract's, against where its amax lands (plot_bug's `blocks`)."""
+    floor = 1e-8  # an exact block (error 0) drawn at the bottom of the log axis
+    for label, color, marker in (("contract", "tab:green", "o"), ("mutant", "tab:red", "x")):
+        x, error = blocks[label]
+        ax.scatter(x, np.maximum(np.nan_to_num(np.asarray(error, dtype=float), nan=floor), floor), s=10,
+                   color=color, marker=marker, label=label, alpha=0.6)
+    if blocks.get("max") is not None:
+        ax.axvline(blocks["max"], color="grey", linestyle="--", label="the format's max")
+    ax.set_yscale("log")
+    if "amax /" not in blocks["xlabel"]:
+        ax.set_xscale("log")
+    ax.set_xlabel(blocks["xlabel"])
+    ax.set_ylabel("block's relative error of q * scale")
+    ax.set_title("each block's error against where its amax lands")
+    ax.legend(fontsize=8)
 
 
 # ---- the report's plots (embedded in report.html and written to DIR/plots/) --------------------

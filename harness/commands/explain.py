@@ -15,6 +15,7 @@ from normdiff.harness import api
 from normdiff.harness.data.backward_bugs import BACKWARD_BUGS, BackwardBug
 from normdiff.harness.data.bugs import BUGS, Bug, get_bug
 from normdiff.harness.data.errors import OutputError, UsageError
+from normdiff.harness.data.ops import get_op
 from normdiff.harness.data.outcomes import DISAGREEING, PASSING
 from normdiff.harness.engine.columns import C
 from normdiff.implementations import registry
@@ -53,12 +54,12 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None, passes
         return explain_backward(BACKWARD_BUGS[bug_id], suite, passes)
     bug = get_bug(bug_id)
     report = run_bug(bug, suite, passes)
+    if get_op(bug.op).quantizes:
+        return explain_quantizing(bug, report, suite, plot)
     rows = report.results
     caught = rows[rows[C.outcome].isin(DISAGREEING)]
     typical = rows[rows[C.regime] == "normal"]
-    lines = [f"{bug.id}: {bug.symptom}", f"  op {bug.op} under convention {bug.convention}; the mutant turns "
-             f"{', '.join(f'{k}={v!r}' for k, v in bug.changes.items())}", "",
-             f"  right: {bug.right}", f"  wrong: {bug.wrong}", "", _plausible(typical), ""]
+    lines = [*_heading(bug), _plausible(typical), ""]
     if len(typical):
         said, best = closest_to_right(typical)
         lines += [f"{said}: {best[C.case_id]} ({best[C.outcome]}, "
@@ -78,16 +79,67 @@ def explain(bug_id: str, suite: str = "default", plot: str | None = None, passes
         lines.append(f"NOT caught by any case of suite '{suite}': the harness is blind to this bug there.")
     lines += ["", "Seen in: " + "; ".join(bug.seen_in)]
     if plot:
-        from normdiff.reports.plots import plot_bug
-
         sweep = rms_sweep(bug, report.cases) if "tiny_rms" in bug.exposing_regimes else None
-        try:
-            plot_bug(f"{bug.id}: {bug.op}@{bug.convention}", sweep, per_regime(rows), plot)
-        except OutputError as exc:  # the disk refused the plot: the explanation is still printed
-            exc.kept = "\n".join(lines)
-            raise
-        lines.append(f"plot written to {plot}")
+        _plot(bug, sweep, per_regime(rows), plot, lines)
     return "\n".join(lines)
+
+
+def _heading(bug: Bug) -> list[str]:
+    return [f"{bug.id}: {bug.symptom}", f"  op {bug.op} under convention {bug.convention}; the mutant turns "
+            f"{', '.join(f'{k}={v!r}' for k, v in bug.changes.items())}", "",
+            f"  right: {bug.right}", f"  wrong: {bug.wrong}", ""]
+
+
+def _plot(bug: Bug, sweep, regimes: dict, plot: str, lines: list[str], blocks: dict | None = None) -> None:
+    from normdiff.reports.plots import plot_bug
+
+    try:
+        plot_bug(f"{bug.id}: {bug.op}@{bug.convention}", sweep, regimes, plot, blocks)
+    except OutputError as exc:  # the disk refused the plot: the explanation is still printed
+        exc.kept = "\n".join(lines)
+        raise
+    lines.append(f"plot written to {plot}")
+
+
+def explain_quantizing(bug: Bug, report, suite: str, plot: str | None = None) -> str:
+    """The teaching view of a quantizing bug: the case shown is a call (its q, with its scale's
+    judgement beside it), and in place of a side-by-side of y the format's grid around its worst
+    element, where saturation bites, and the error against the block's amax over every call
+    (harness/analysis/quant_explain.py)."""
+    from normdiff.harness.analysis import quant_explain as qx
+
+    rows = report.results
+    calls = qx.call_rows(rows)  # one row per call: its q, its scale's outcome beside it
+    caught = rows[rows[C.outcome].isin(DISAGREEING)]
+    typical = calls[calls[C.regime] == "normal"]
+    lines = [*_heading(bug), _plausible(typical, "its q * scale (dequantized, to the exact y)", "calls"),
+             *qx.judged(rows[rows[C.regime] == "normal"]), ""]
+    kept = {cid: qx.call_of(cid, report.outputs, bug.id) for cid in calls[C.case_id]}
+    if len(typical):
+        said, best = closest_to_right(typical)
+        lines += [f"{said}: {best[C.case_id]} ({qx.described(best)})", *_grid(qx, kept[best[C.case_id]]), ""]
+    bad = calls[calls[C.outcome].isin(DISAGREEING)]
+    if len(bad):
+        worst = bad.sort_values([C.rel_l2, C.nan_count], ascending=False).iloc[0]
+        call = kept[worst[C.case_id]]
+        lines += [f"Exposed by {bug.exposes}. Badly wrong here: {worst[C.case_id]} ({qx.described(worst)})",
+                  *_grid(qx, call), *(qx.saturation(call, tuple(bug.changes)) if call else ()), "",
+                  f"Caught by {len(caught)} of {len(rows)} {bug.op}@{bug.convention} cases (q and scale) of suite "
+                  f"'{suite}', in regimes: {', '.join(sorted(caught[C.regime].unique()))}"]
+        lines += [f"  {cid}" for cid in sorted(caught[C.case_id])[:12]]
+        if len(caught) > 12:
+            lines.append(f"  ... and {len(caught) - 12} more (kill_matrix.csv of a normdiff run lists all)")
+    else:
+        lines.append(f"NOT caught by any case of suite '{suite}': the harness is blind to this bug there.")
+    measured = [c for c in kept.values() if c is not None]
+    lines += ["", *qx.amax_table(measured, indent=""), "", "Seen in: " + "; ".join(bug.seen_in)]
+    if plot:
+        _plot(bug, None, per_regime(calls), plot, lines, qx.amax_points(measured) if measured else None)
+    return "\n".join(lines)
+
+
+def _grid(qx, call) -> list[str]:
+    return qx.grid(call) if call is not None else ["    (no output kept for this case)"]
 
 
 def explain_backward(bug: BackwardBug, suite: str = "default", passes: str = "both") -> str:
@@ -144,12 +196,13 @@ SAME_SCALE = 1.1  # its rms within this factor of the reference's
 SAME_WAY = 0.99  # its cosine to the reference at least this
 
 
-def _plausible(typical) -> str:
+def _plausible(typical, subject: str = "it", cases: str = "cases") -> str:
     """How plausible the mutant looks on typical inputs, said by the measures themselves: it looks
     plausible only by those that say so (finite, the reference's scale, its direction, assert_close
-    passing it on some), and a measure that does not is said to, in plain words."""
+    passing it on some, where it was measured), and a measure that does not is said to, in plain
+    words. `subject`: what is judged ("it": its output)."""
     if typical.empty:
-        return "No typical (N(0, 1)) cases in this suite for it."
+        return f"No typical (N(0, 1)) {cases} in this suite for it."
     n = len(typical)
     looks, off = [], []
     bad = int(typical[C.nan_count].sum() + typical[C.inf_count].sum())
@@ -163,15 +216,16 @@ def _plausible(typical) -> str:
     else:
         off.append(f"cosine to the reference as low as {fixed(cosine, 6)} (below {general(SAME_WAY)}: it does not "
                    "point the reference's way)")
-    passes = int(typical[C.assert_close].astype(bool).sum())
-    (looks if passes else off).append(f"torch.testing.assert_close's defaults pass it on {passes}/{n}")
+    if typical[C.assert_close].notna().any():  # (not measured on a quantizing op's codes)
+        passes = int(typical[C.assert_close].fillna(False).astype(bool).sum())
+        (looks if passes else off).append(f"torch.testing.assert_close's defaults pass it on {passes}/{n}")
     errors = f"rel_l2 {number(typical[C.rel_l2].min(), missing='nan')}-{number(typical[C.rel_l2].max(), missing='nan')}"
-    head = f"On typical N(0, 1) inputs ({n} cases)"
+    head = f"On typical N(0, 1) inputs ({n} {cases}) {subject}"
     if not off:
-        return f"{head} it looks plausible by every measure here: {'; '.join(looks)}; {errors}."
+        return f"{head} looks plausible by every measure here: {'; '.join(looks)}; {errors}."
     if not looks:
-        return f"{head} it does not look plausible by any measure here: {'; '.join(off)}; {errors}."
-    return f"{head} it looks plausible only by: {'; '.join(looks)}. Not by: {'; '.join(off)}; {errors}."
+        return f"{head} does not look plausible by any measure here: {'; '.join(off)}; {errors}."
+    return f"{head} looks plausible only by: {'; '.join(looks)}. Not by: {'; '.join(off)}; {errors}."
 
 
 def closest_to_right(typical) -> tuple[str, object]:

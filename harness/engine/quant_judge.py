@@ -174,15 +174,11 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
     if q.shape != ref.y.shape:
         raise ValueError(f"q has shape {q.shape}, expected {ref.y.shape}")
     m = Measurement(outcome="agree", output_dtype=str(raw.dtype), output_digest=digest(raw))
-    s = ref.divisor(_usable_scale(scale_out, ref))
+    s = ref.divisor(usable_scale(scale_out, ref))
     c = ref.contract
-    t_lo = quantize.quotient(ref.y_lo, s, c)
-    t_hi = quantize.quotient(ref.y_hi, s, c)
     t = quantize.quotient(ref.y, s, c)
-    widen = (RECIPROCAL if ref.given is None else GLOBAL) * np.maximum(np.abs(t_lo), np.abs(t_hi))
     fmt = ref.fmt
-    q_lo = quantize.rounded(t_lo - widen, c).reshape(q.shape)
-    q_hi = quantize.rounded(t_hi + widen, c).reshape(q.shape)
+    q_lo, q_hi = legal_codes(ref, s)
     q_at = quantize.rounded(t, c).reshape(q.shape)  # y / (your scale), rounded once
     finite = np.isfinite(q)
     m.nan_count, m.inf_count = int(np.isnan(q).sum()), int(np.isinf(q).sum())
@@ -192,7 +188,7 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
     m.p99_ulp = float(np.quantile(ulps, 0.99)) if ulps.size else 0.0
     m.tolerance_ulp = float(((q_hi - q_lo) / fmt.spacing(np.maximum(np.abs(q_lo), np.abs(q_hi)))).max())
     legal_nonfinite = ~np.isfinite(q_lo) | ~np.isfinite(q_hi)  # an unclamped or unguarded contract's own
-    outside = ~((q >= q_lo) & (q <= q_hi)) & ~(legal_nonfinite & ~finite)
+    outside = outside_codes(q, q_lo, q_hi)
     m.off_chain = float(outside.mean())
     m.chain_identical = float((q == ref.q).mean())
     _dequantized(m, q, s, ref)
@@ -211,7 +207,27 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
     return m
 
 
-def _usable_scale(scale_out, ref: QuantReference) -> np.ndarray:
+def legal_codes(ref: QuantReference, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and highest code a legal float32 pipeline writes for each element given the scale
+    `s` (rows, blocks): Q(y_lo / s) .. Q(y_hi / s), the quotient widened by a float32 reciprocal's
+    rounding (NVFP4's four roundings); `s` what y is divided by (QuantReference.divisor); shaped like y."""
+    c = ref.contract
+    t_lo = quantize.quotient(ref.y_lo, s, c)
+    t_hi = quantize.quotient(ref.y_hi, s, c)
+    widen = (RECIPROCAL if ref.given is None else GLOBAL) * np.maximum(np.abs(t_lo), np.abs(t_hi))
+    return (quantize.rounded(t_lo - widen, c).reshape(ref.y.shape),
+            quantize.rounded(t_hi + widen, c).reshape(ref.y.shape))
+
+
+def outside_codes(q: np.ndarray, q_lo: np.ndarray, q_hi: np.ndarray) -> np.ndarray:
+    """Which codes lie outside their legal bracket (`legal_codes`): a NaN or inf is legal only where
+    the contract's own bracket is not finite (an unclamped or unguarded contract)."""
+    legal_nonfinite = ~np.isfinite(q_lo) | ~np.isfinite(q_hi)
+    with np.errstate(invalid="ignore"):
+        return ~((q >= q_lo) & (q <= q_hi)) & ~(legal_nonfinite & ~np.isfinite(q))
+
+
+def usable_scale(scale_out, ref: QuantReference) -> np.ndarray:
     """The implementation's scale per block where it is one (finite, >= 0), else the exact one: q
     is judged with the scale it was quantized with, and a scale that is not one is its own row's
     failure."""

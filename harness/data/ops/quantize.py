@@ -115,10 +115,17 @@ def rounded(t: np.ndarray, contract: Contract) -> np.ndarray:
     own range the cast's NaN or inf (a clamp at a larger max than the format's, or none)."""
     fmt = quant.get_format(contract.quant_dtype)
     if contract.saturate:
-        low = -contract.quant_max - (1.0 if fmt.lowest == -fmt.max - 1 and contract.quant_max == fmt.max else 0.0)
         with np.errstate(invalid="ignore"):
-            t = np.clip(t, low, contract.quant_max)
+            t = np.clip(t, *clamp_range(contract))
     return fmt.quantize(t, saturate=False, rounding=contract.quant_rounding)
+
+
+def clamp_range(contract: Contract) -> tuple[float, float]:
+    """The range a contract that saturates clamps quotients to: [-quant_max, quant_max], and INT8's
+    -128 below when its max is the format's 127."""
+    fmt = quant.get_format(contract.quant_dtype)
+    low = -contract.quant_max - (1.0 if fmt.lowest == -fmt.max - 1 and contract.quant_max == fmt.max else 0.0)
+    return low, contract.quant_max
 
 
 def amax_source(y: np.ndarray, contract: Contract, arrays: dict) -> np.ndarray:
