@@ -59,7 +59,7 @@ class Call:
     @cached_property
     def contract_scale(self) -> np.ndarray:
         """What the contract divides y by: its scale (1 / t, or s / g, under a per-tensor scale)."""
-        return self.ref.divisor(self.contract_scale)
+        return self.ref.divisor(self.ref.scale)
 
     @property
     def contract(self):
@@ -80,7 +80,7 @@ class Call:
 
     @cached_property
     def contract_quotient(self) -> np.ndarray:
-        return quantize.quotient(self.y, self.ref.scale, self.contract).reshape(self.y.shape)
+        return quantize.quotient(self.y, self.contract_scale, self.contract).reshape(self.y.shape)
 
     @cached_property
     def once(self) -> np.ndarray:
@@ -146,9 +146,7 @@ def call_of(case_id: str, outputs: dict, impl: str) -> Call | None:
     ref = prepare(case).expected["q"].ref
     try:
         values = quant.decode(q, ref.fmt)
-        raw = np.asarray(scale)
-        given = quant_judge.scale_shaped(
-            quant.decode(raw, "e8m0" if ref.power_of_two and raw.dtype == np.uint8 else "float32"), ref)
+        given = quant_judge.scale_shaped(quant.decode(scale, quant_judge.scale_encoding(scale, ref)), ref)
     except (ValueError, TypeError):
         return None
     if values.shape != ref.y.shape:

@@ -141,7 +141,7 @@ def scale_format(contract, dtype: str):
 
 
 def judge_scale(out, ref: QuantReference) -> Measurement:
-    s = scale_shaped(quant.decode(out, _scale_encoding(out, ref)), ref)
+    s = scale_shaped(quant.decode(out, scale_encoding(out, ref)), ref)
     m = Measurement(outcome="agree", output_dtype=str(np.asarray(out).dtype), output_digest=digest(np.asarray(out)))
     finite = np.isfinite(s)
     m.nan_count, m.inf_count = int(np.isnan(s).sum()), int(np.isinf(s).sum())
@@ -232,13 +232,13 @@ def usable_scale(scale_out, ref: QuantReference) -> np.ndarray:
     is judged with the scale it was quantized with, and a scale that is not one is its own row's
     failure."""
     try:
-        s = scale_shaped(quant.decode(scale_out, _scale_encoding(scale_out, ref)), ref)
+        s = scale_shaped(quant.decode(scale_out, scale_encoding(scale_out, ref)), ref)
     except (ValueError, TypeError):
         return ref.scale
     return np.where(np.isfinite(s) & (s >= 0), s, ref.scale)
 
 
-def _scale_encoding(scale_out, ref: QuantReference) -> str:
+def scale_encoding(scale_out, ref: QuantReference) -> str:
     """How to read an implementation's scales: bytes as the contract's scale format encodes them
     (E8M0 exponents, NVFP4's E4M3 codes), anything else as the numbers it holds."""
     return ref.scale_bits if np.asarray(scale_out).dtype == np.uint8 else "float32"
