@@ -17,7 +17,9 @@ model, each one chosen among the values the earlier ones allow::
     dtype           float32, bfloat16, float16: the dtypes with a ULP budget
     shape           rows, then the width (rows x width) or heads x head_dim as the op record writes it:
                     an even head_dim for an op that rotates pairs (qk_norm_rope), groups that divide
-                    the width for a grouped norm (its groups ride on the head axis)
+                    the width for a grouped norm (its groups ride on the head axis), a multiple of a
+                    quantizing contract's block (32 for MX): a pair whose block is wider than
+                    max_width is not drawn
     x's regime      cases/regimes.py INPUT_REGIMES; a parameterised one (tiny_rms:1e-3) takes its
                     parameter from a short fixed list, so ids stay short and comparable with the
                     suites'; the head regimes only for ops with heads
@@ -26,7 +28,7 @@ model, each one chosen among the values the earlier ones allow::
     layout          contiguous first (cases/layouts.py); broadcast only for an op with a per-case
                     operand, which it then holds constant (a varying weight drawn is taken as w=ones)
     pass            forward by default; a backward case draws its upstream gradient's regime and the
-                    gradient it judges
+                    gradient it judges (a quantizing op, which has no backward, is drawn forward)
     sample          an independent draw of the same configuration, 0 first
 
 Each list is ordered simplest first and integers shrink toward their least value, so a failing
@@ -46,7 +48,7 @@ from normdiff.cases import layouts as _layouts
 from normdiff.cases import regimes as _regimes
 from normdiff.cases.model import MAX_CASE_ELEMENTS, MAX_WIDTH, Case
 from normdiff.cases.suites import BUDGETED_DTYPES, check_case_memory
-from normdiff.harness.data.conventions import CONVENTIONS
+from normdiff.harness.data.conventions import CONVENTIONS, get_contract
 from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.inputs import positive, whole
@@ -54,7 +56,7 @@ from normdiff.harness.data.names import resolve, several
 from normdiff.harness.data.ops import CASE, OPS, PASSES, get_op
 
 __all__ = ["cases", "case_ids", "op_conventions", "dtypes", "shapes_for", "input_regimes", "operand_regimes",
-           "eps_values", "layouts", "samples", "PAIRS", "DTYPES", "REGIME_PARAMETERS", "EPS_VALUES"]
+           "eps_values", "layouts", "samples", "block_of", "drawable", "PAIRS", "DTYPES", "REGIME_PARAMETERS", "EPS_VALUES"]
 
 DTYPES = ("float32", "bfloat16", "float16")  # simplest first; every one has a budget
 assert set(DTYPES) == set(BUDGETED_DTYPES), "a budgeted dtype the strategies do not draw"
@@ -68,9 +70,7 @@ REGIME_PARAMETERS = {
 }
 EPS_VALUES = (None, 1e-6, 1e-5)  # None: the convention's config eps; then the families' common values
 # every (op, convention) pair, in the op records' order, then the conventions' order
-# (the quantizing ops are not drawn yet: their widths must be multiples of a block and they have no
-# backward pass, which the shapes and passes below do not know; `normdiff run` and `check` judge them)
-PAIRS = tuple((op, c.name) for op in OPS for c in CONVENTIONS.values() if op in c.contracts and not OPS[op].quantizes)
+PAIRS = tuple((op, c.name) for op in OPS for c in CONVENTIONS.values() if op in c.contracts)
 DEFAULT_MAX_ROWS = 8
 DEFAULT_MAX_WIDTH = 256
 DEFAULT_MAX_HEADS = 8
@@ -220,7 +220,7 @@ def operand_regimes(op: str, constant_per_case: bool = False) -> st.SearchStrate
     for operand in record.chosen:
         table = list(_regimes.TABLES[operand.table])
         ordered = [operand.default] + [r for r in table if r != operand.default]
-        if constant_per_case and operand.per == CASE:
+        if constant_per_case and operand.per == CASE and not operand.scalar:
             ordered = [r for r in ordered if r in _layouts.CONSTANT_WEIGHTS]
         parts.append(st.sampled_from(ordered).map(lambda regime, name=operand.name: (name, regime)))
     return st.tuples(*parts)
@@ -296,10 +296,15 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
     weight) would otherwise count as simpler than rms_norm whatever its other values, and a shrink
     could not move from one op to another. A draw no op of the strategy can use is not made (each
     costs Hypothesis ~0.1 ms)."""
-    chosen_pairs = allowed_pairs(op, convention, pairs)
-    dtype_strategy = _dtypes(dtypes)
     passes = _check_passes(passes)
     _check_limits(max_rows, max_width, min_width, max_heads)
+    given_pairs = allowed_pairs(op, convention, pairs)
+    chosen_pairs = drawable(given_pairs, passes, min_width, max_width)
+    if not chosen_pairs:
+        raise UsageError(f"no op@convention pair of {', '.join('@'.join(p) for p in given_pairs)} can be drawn: a "
+                         f"quantizing op has no backward pass, and its width must be a multiple of its block (up to "
+                         f"max_width {max_width})")
+    dtype_strategy = _dtypes(dtypes)
     if isinstance(max_sample, bool) or not isinstance(max_sample, int) or max_sample < 0:
         raise UsageError(f"max_sample must be a whole number >= 0, got {max_sample!r}")
     wanted_regimes = _names(regimes, "regimes")
@@ -313,7 +318,7 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
     x_regimes = {}
     for o in dict.fromkeys(p[0] for p in chosen_pairs):
         names = _regime_names(o, wanted_regimes)
-        if names and not (only_per_case and not any(d.per == CASE for d in OPS[o].chosen)):
+        if names and not (only_per_case and not any(d.per == CASE and not d.scalar for d in OPS[o].chosen)):
             x_regimes[o] = st.sampled_from(names)
     chosen_pairs = tuple(p for p in chosen_pairs if p[0] in x_regimes)
     if not chosen_pairs:
@@ -333,7 +338,7 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
             # what a stride-0 operand is drawn as when its drawn regime varies: its default if that
             # is constant (a bias' zeros), else the first constant one (a weight's ones)
             constant[operand.name] = next((r for r in table if r in _layouts.CONSTANT_WEIGHTS), None)
-            if only_per_case and operand.per == CASE:
+            if only_per_case and operand.per == CASE and not operand.scalar:
                 table = [r for r in table if r in _layouts.CONSTANT_WEIGHTS]
             tables[operand.name] = table
     drawn_ops = [OPS[o] for o in x_regimes]
@@ -361,7 +366,7 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
         rows = draw(rows_strategy)
         heads = draw(heads_strategy)
         size = draw(size_strategy)
-        width, heads = _width(record, heads, size, min_width, max_width)
+        width, heads = _width(record, heads, size, min_width, max_width, block_of(op_name, conv))
         regime = draw(x_regimes[op_name])
         picks = [draw(slot_strategy) for _ in range(slots)]
         eps_value = draw(eps_strategy)
@@ -371,13 +376,14 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
         index = draw(output_strategy)
         sample = draw(sample_strategy)
         choices = tuple((o.name, tables[o.name][pick % len(tables[o.name])]) for o, pick in zip(record.chosen, picks))
-        per_case = [o.name for o in record.chosen if o.per == CASE]
+        per_case = [o.name for o in record.chosen if o.per == CASE and not o.scalar]
         if _layouts.LAYOUTS[layout].moves == _layouts.PER_CASE:
             if not per_case:  # nothing to lay out with stride 0 (an L2 norm has no weight)
                 layout = next(n for n in layout_names if _layouts.LAYOUTS[n].moves != _layouts.PER_CASE)
             else:  # a stride-0 operand holds one value: a varying one is drawn as ones
                 choices = tuple((n, r if n not in per_case or r in _layouts.CONSTANT_WEIGHTS else constant[n])
                                 for n, r in choices)
+        pass_ = pass_ if record.backward else "forward"  # (drawn all the same: one sequence for every op)
         outputs = list(record.gradients) if pass_ == "backward" else list(record.results)
         return Case(op=op_name, convention=conv, dtype=dtype, rows=rows, width=width, num_heads=heads,
                     regime=regime, choices=choices, eps=eps_value, sample=sample,
@@ -389,12 +395,28 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
 _dtypes = dtypes  # `cases` takes a parameter of that name
 
 
-def _width(record, heads: int, size: int, min_width: int, max_width: int) -> tuple[int, int]:
+def block_of(op: str, convention: str) -> int:
+    """The columns a quantizing contract's scale covers (0: a whole row, or an op that does not
+    quantize): a width must be a multiple of it."""
+    return get_contract(op, convention).quant_group if OPS[op].quantizes else 0
+
+
+def drawable(pairs, passes, min_width: int = 1, max_width: int = DEFAULT_MAX_WIDTH) -> tuple[tuple[str, str], ...]:
+    """The pairs a case can be drawn for in `passes`: a quantizing op only in the forward pass, and
+    only where a multiple of its block lies within [min_width, max_width]."""
+    return tuple(p for p in pairs if (OPS[p[0]].backward or "forward" in passes)
+                 and (not block_of(*p) or max_width // block_of(*p) * block_of(*p) >= max(min_width, 1)))
+
+
+def _width(record, heads: int, size: int, min_width: int, max_width: int, block: int = 0) -> tuple[int, int]:
     """(width, num_heads) from the drawn head count and size: the width itself for an op without
-    heads; for one with heads, `heads` heads of the widest head_dim (even where the op rotates pairs)
+    heads (a multiple of a quantizing contract's block: the nearest at or below it, at least one
+    block and at least min_width); for one with heads, `heads` heads of the widest head_dim (even where the op rotates pairs)
     that keeps heads x head_dim within `size`, never below min_width nor above max_width. Smaller
     draws give smaller widths, so both shrink toward one narrow head."""
     if "num_heads" not in record.dims:
+        if block:  # (_drawable left only pairs with such a multiple in range)
+            return max(size // block * block, -(-max(min_width, 1) // block) * block), 1
         return size, 1
     step = 2 if record.even_head_dim else 1
     heads = max(1, min(heads, max_width // step))

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from normdiff.cases import layouts as layout_table
+from normdiff.cases.model import MAX_WIDTH
 from normdiff.files import cache_dir
 from normdiff.interrupts import SIGNALS, Interrupted
 from normdiff.harness.data import inputs
@@ -149,13 +150,19 @@ def passes_for(impls: list[Implementation], asked: str | None) -> tuple[str, ...
 
 
 def pairs_for(impls: list[Implementation], passes, op: str | None = None,
-              convention: str | None = None) -> list[tuple[str, str]]:
-    """The op@conventions some implementation runs in one of `passes`, narrowed by op / convention."""
+              convention: str | None = None, max_width: int = DEFAULT_MAX_WIDTH) -> list[tuple[str, str]]:
+    """The op@conventions some implementation runs in one of `passes`, narrowed by op / convention,
+    that a case up to `max_width` wide can be drawn for (a quantizer's width: a multiple of its block)."""
     pairs = {p for i in impls for p in i.op_conventions if any(i.supports(*p, pass_) for pass_ in passes)}
     from normdiff import strategies
 
-    chosen = [p for p in strategies.PAIRS if p in pairs and (not op or p[0] == op)
-              and (not convention or p[1] == convention)]
+    wanted = [p for p in strategies.PAIRS if p in pairs and (not op or p[0] == op) and (not convention or p[1] == convention)]
+    chosen = list(strategies.drawable(wanted, passes, 1, max_width))
+    if wanted and not chosen and strategies.drawable(wanted, passes, 1, MAX_WIDTH):  # (too narrow, not the pass)
+        narrowest = min(strategies.block_of(*p) for p in wanted)
+        raise UsageError(f"nothing to fuzz: {', '.join('@'.join(p) for p in wanted)} quantize(s) blocks of at least "
+                         f"{narrowest} columns, and --max-width {max_width} draws no width that is a whole number of "
+                         f"them: give --max-width {narrowest} or more")
     if not chosen:
         had = ", ".join(sorted(f"{o}@{c}" for o, c in pairs)) or "none"
         wanted = "@".join([op or "*", convention or "*"])
@@ -185,6 +192,7 @@ def case_strategy(impls: list[Implementation], passes, pairs, dtypes=None, max_r
 def warm_up(impls: list[Implementation], passes, pairs) -> list:
     """One small case per implementation and pass, in a pair it runs, so that importing its framework
     (a mutant imports torch on its first call, a backward its autograd) is part of the startup."""
+    from normdiff import strategies
     from normdiff.cases.model import Case
     from normdiff.harness.data.ops import get_op
 
@@ -194,8 +202,9 @@ def warm_up(impls: list[Implementation], passes, pairs) -> list:
             pair = next((p for p in pairs if impl.supports(*p, pass_)), None)
             if pair is not None:
                 dy = "normal" if pass_ == "backward" else ""
-                output = next(iter(get_op(pair[0]).gradients)) if dy else "y"
-                out.append(Case(op=pair[0], convention=pair[1], dtype="float32", rows=1, width=2, dy=dy, output=output))
+                output = next(iter(get_op(pair[0]).gradients)) if dy else "y"  # (a quantizer's: q)
+                out.append(Case(op=pair[0], convention=pair[1], dtype="float32", rows=1,
+                                width=max(2, strategies.block_of(*pair)), dy=dy, output=output))
     return out
 
 
@@ -357,7 +366,7 @@ def fuzz(impls: list[Implementation], *, op: str | None = None, convention: str 
     if max_time is None and max_examples is None:
         max_time = DEFAULT_MAX_TIME
     chosen_passes = passes_for(impls, passes)
-    pairs = pairs_for(impls, chosen_passes, op, convention)
+    pairs = pairs_for(impls, chosen_passes, op, convention, max_width)
     strategy = case_strategy(impls, chosen_passes, pairs, dtypes, max_rows, max_width, regimes, layouts)
     shape = {"pairs": pairs, "passes": chosen_passes, "dtypes": sorted(dtypes or ()), "regimes": sorted(regimes or ()),
              "max_rows": max_rows, "max_width": max_width, "layouts": list(layouts or ())}

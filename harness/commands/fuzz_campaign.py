@@ -100,7 +100,7 @@ def plan(impls: list[Implementation], seed: int, passes: str | None = None, op: 
     shards = []
     for impl in impls:
         chosen = fuzz.passes_for([impl], passes)
-        pairs = fuzz.pairs_for([impl], chosen, op, convention)
+        pairs = fuzz.pairs_for([impl], chosen, op, convention, options.get("max_width", fuzz.DEFAULT_MAX_WIDTH))
         fuzz.case_strategy([impl], chosen, pairs, options.get("dtypes"), options.get("max_rows", fuzz.DEFAULT_MAX_ROWS),
                            options.get("max_width", fuzz.DEFAULT_MAX_WIDTH), options.get("regimes"))
         shards += [FuzzShard(impl, o, c, shard_seed(seed, impl.name, o, c), flags) for o, c in pairs]

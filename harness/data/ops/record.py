@@ -62,6 +62,11 @@ class Operand:
         """Whether a case names the regime it is drawn from (it is then part of the case id)."""
         return bool(self.id_key)
 
+    @property
+    def scalar(self) -> bool:
+        """A per-case scalar (a quantizer's given scale): nothing a memory layout moves."""
+        return isinstance(self.length, int)
+
 
 X = Operand("x", table="input", stream=0, gradient="dx")
 WEIGHT = Operand("weight", per=CASE, length="span", table="weight", id_key="w", suite_key="weights",

@@ -182,3 +182,16 @@ def test_a_bug_of_ours_is_shrunk_and_raised_with_the_case_it_came_from(monkeypat
         fuzzing.fuzz(api.select(["numpy"]), max_examples=300, seed=0, passes="forward", database=False)
     (note,) = raised.value.__notes__
     assert note.startswith("normdiff fuzz: while evaluating ") and Case.from_id(note.split()[-1]).rows == 3
+
+
+
+def test_a_quantizing_mutant_is_found_forward_and_a_width_below_its_block_is_said(capsys):
+    """The quantizing ops are fuzzed forward, a whole number of their blocks wide (32 for MX); the
+    minimal case replays."""
+    code, got = fuzz(capsys, "-i", "quant-e8m0-nearest", "--max-examples", "50", "--seed", "3", "--no-database")
+    minimal = got["minimal"]
+    assert code == 1 and minimal["case_id"].startswith("rms_norm_quant@mxfp8/") and minimal["width"] % 32 == 0
+    proc = replay(minimal["repro"])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert cli.main(["fuzz", "-i", "quant-e8m0-nearest", "--max-width", "16", "--max-examples", "5"]) == 2
+    assert "blocks of at least 32 columns" in capsys.readouterr().err
