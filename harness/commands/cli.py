@@ -532,9 +532,6 @@ def _repro(args) -> int:
         case, impl = repro.resolve(args.case_id, args.implementation)
     else:
         case = repro.case_for(args.case_id, args.op, args.convention)
-    if args.script and case.record.quantizes:
-        raise UsageError(f"--script does not write a standalone script for a quantizing op's case ({case.op}) "
-                         "yet: replay it with normdiff repro, without --script")
     if args.passes != "both" and case.pass_ != args.passes:
         raise UsageError(f"{case.id} is a {case.pass_} case (its id {'names dy=' if case.dy else 'has no dy='}); "
                          f"--pass {args.passes} replays only {args.passes} cases: drop --pass or give a "

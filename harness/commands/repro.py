@@ -34,6 +34,7 @@ from normdiff.cases import layouts
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.cases.suites import check_case_memory
 from normdiff.files import atomic_write
+from normdiff.harness.commands import repro_quant
 from normdiff.harness.data.bugs import BUGS
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.errors import UsageError
@@ -282,11 +283,12 @@ class CaseInputs:
 '''
 
 
-def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
+def _implementation_code(case: Case, impl: Implementation, whole: bool = False) -> tuple[str, str]:
     """(code defining `implementation()` -> ndarray, what it needs). A backward case runs the
     implementation's backward adapter through normdiff (the script gives it UPSTREAM, the call's
     upstream gradient, and keeps the gradient the case judges); a forward one inlines our own
-    modules where it can."""
+    modules where it can. `whole`: it returns every result of the call, a tuple of arrays (a
+    quantizer's q and scale), not the case's alone."""
     if case.pass_ == "backward":
         return _adapter_code(case, impl)
     entry = impl.entry
@@ -294,8 +296,8 @@ def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
     changes = None
     if entry.startswith(MUTANT_ENTRY) and not impl.params:
         bug = BUGS.get(entry[len(MUTANT_ENTRY):])
-        if bug is not None:
-            module, changes = "torch_own", dict(bug.changes)
+        if bug is not None:  # (a quantizing mutant is NumPy's own code: implementations/mutants.py)
+            module, changes = "numpy_own" if case.record.quantizes else "torch_own", dict(bug.changes)
     if module is not None:
         source = _module_source(module)
         call = "CONTRACT" if changes is None else "CONTRACT.replace(**MUTANT_CHANGES)"
@@ -305,16 +307,17 @@ def _implementation_code(case: Case, impl: Implementation) -> tuple[str, str]:
         # torch outputs cross to NumPy as the worker converts them (the framework record's function)
         convert = ("" if module == "numpy_own" else
                    _inlined(ast.parse(f"from {TORCH_FRAMEWORK} import to_numpy").body[0]) + "\n\n\n")
-        pick = _result_pick(case)
+        pick = "" if whole else _result_pick(case)
+        one = "np.asarray" if module == "numpy_own" else "to_numpy"
         code = (f"{_contract_class(case.contract)}\n\nCONTRACT = Contract()\n\n{mutant}"
                 f"# ---- normdiff/implementations/{module}.py, inlined ----\n\n{source}\n\n"
                 f"# ---- end of {module}.py ----\n\n\n{convert}"
                 f"def implementation() -> np.ndarray:\n"
                 f"    out = run(OP, {call}, CaseInputs(INPUTS, NUM_HEADS)){pick}\n"
-                f"    return {'np.asarray(out)' if module == 'numpy_own' else 'to_numpy(out)'}\n")
+                f"    return {f'tuple(o if isinstance(o, np.ndarray) else {one}(o) for o in out)' if whole else f'{one}(out)'}\n")
         needs = "numpy, ml_dtypes" + (", torch" if module == "torch_own" else "")
         return code, needs
-    return _adapter_code(case, impl)
+    return _adapter_code(case, impl, whole)
 
 
 def _result_pick(case: Case) -> str:
@@ -323,13 +326,13 @@ def _result_pick(case: Case) -> str:
     return "" if len(results) == 1 else f"[{results.index(case.output)}]  # {case.output}"
 
 
-def _adapter_code(case: Case, impl: Implementation) -> tuple[str, str]:
+def _adapter_code(case: Case, impl: Implementation, whole: bool = False) -> tuple[str, str]:
     backward = case.pass_ == "backward"
     entry, params = impl.entry_for(case.pass_), dict(impl.params)
     if backward:
         call, take = "CaseInputs(INPUTS, NUM_HEADS), UPSTREAM", f"[{case.operand!r}]  # the gradient of {case.operand}"
     else:
-        call, take = "CaseInputs(INPUTS, NUM_HEADS)", _result_pick(case)
+        call, take = "CaseInputs(INPUTS, NUM_HEADS)", "" if whole else _result_pick(case)
     code = f'''# {impl.name} runs through its normdiff adapter, as normdiff's worker calls it (not its runner)
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.conventions import get_contract
@@ -346,13 +349,16 @@ def implementation() -> np.ndarray:
     if PARAMS:
         adapter = adapter(**PARAMS)
     out = adapter(OP, get_contract(OP, CONVENTION).replace(eps=EPS), {call}){take}
-    return to_numpy(out)
+    return {"tuple(to_numpy(o) for o in out)" if whole else "to_numpy(out)"}
 '''
     return code, f"normdiff and {impl.framework}" + (f" ({', '.join(impl.requires)})" if impl.requires else "")
 
 
 def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> str:
     """The text of a self-contained Python script that replays `case` on `impl`."""
+    if case.record.quantizes:  # judged in the format's units: brackets, not a ULP budget
+        code, needs = _implementation_code(case, impl, whole=True)
+        return repro_quant.script(case, impl, replayed, code, needs, _array_literal, _preamble(needs))
     inputs = replayed.inputs if replayed else case.inputs()
     prepared = prepared_reference(case)
     exact = replayed.exact if replayed else prepared.exact
@@ -370,7 +376,6 @@ def script(case: Case, impl: Implementation, replayed: Replay | None = None) -> 
         dy = case.upstreams(oracle.results(case.contract, inputs.arrays, inputs.num_heads))
         upstream = ("UPSTREAM = {" + ", ".join(f"{k!r}: {_array_literal(v)}" for k, v in dy.items()) + "}"
                     if isinstance(dy, dict) else f"UPSTREAM = {_array_literal(dy)}")
-    torch_import = "import torch\n" if "torch" in needs.split(", ") else ""
     laid_out = _layout_code(case)
     return f'''#!/usr/bin/env python3
 """Standalone repro, generated by `normdiff repro {case.id} --implementation {impl.name} --script`.
@@ -384,26 +389,7 @@ Inputs are the exact bits normdiff gave the implementation; REFERENCE is the con
 exactly in float64 on them; ULP is the spacing of {case.dtype} each element's error is counted in, as
 normdiff's judge counts it ({"at the magnitude of each rotated pair (ref_i, ref_(i+D/2)) of a head" if rule == "rotation_pair" else "at |ref|"}{", never finer than at its floor: the magnitude of the terms it sums (a gradient; a LayerNorm's span scale) or the weight x the smallest normal (a Llama cast on subnormals)" if floored else ""}).
 """
-from __future__ import annotations
-
-import base64
-import dataclasses
-import sys
-import zlib
-
-import ml_dtypes
-import numpy as np
-{torch_import}
-DTYPES = {{"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-          "float64": np.float64, "int64": np.int64}}
-
-
-def _array(dtype: str, shape: tuple, data: str) -> np.ndarray:
-    """zlib + base64 of little-endian raw bytes -> an array of `dtype` and `shape`."""
-    raw = zlib.decompress(base64.b64decode("".join(data.split())))
-    size = np.dtype(DTYPES[dtype]).itemsize
-    return np.frombuffer(raw, dtype=f"<u{{size}}").astype(f"=u{{size}}").view(DTYPES[dtype]).reshape(shape)
-
+{_preamble(needs)}
 
 CASE_ID = {case.id!r}
 OP, CONVENTION, DTYPE = {case.op!r}, {case.convention!r}, {case.dtype!r}
@@ -462,6 +448,31 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+'''
+
+
+def _preamble(needs: str) -> str:
+    """A script's imports and its decoder of the arrays embedded in it (`_array_literal`)."""
+    torch_import = "import torch\n" if "torch" in needs.split(", ") else ""
+    return f'''from __future__ import annotations
+
+import base64
+import dataclasses
+import sys
+import zlib
+
+import ml_dtypes
+import numpy as np
+{torch_import}
+DTYPES = {{"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+          "float64": np.float64, "int64": np.int64}}
+
+
+def _array(dtype: str, shape: tuple, data: str) -> np.ndarray:
+    """zlib + base64 of little-endian raw bytes -> an array of `dtype` and `shape`."""
+    raw = zlib.decompress(base64.b64decode("".join(data.split())))
+    size = np.dtype(DTYPES[dtype]).itemsize
+    return np.frombuffer(raw, dtype=f"<u{{size}}").astype(f"=u{{size}}").view(DTYPES[dtype]).reshape(shape)
 '''
 
 

@@ -62,6 +62,30 @@ def test_script_runs_without_normdiff_and_prints_the_same_max_ulp(tmp_path, caps
     assert "worst element" in proc.stdout and "reference" in proc.stdout
 
 
+@pytest.mark.parametrize("case_id, name, agrees", [
+    ("rms_norm_quant@mxfp8/bf16/4x128/normal/w=trained", "numpy", True),
+    ("rms_norm_quant@mxfp8/bf16/4x128/normal/w=trained", "quant-e8m0-nearest", False),  # its scales
+    ("rms_norm_quant@sglang-fp8/bf16/4x128/zero_rows/w=trained", "quant-zero-row-nan", False),  # its q
+    ("add_rms_norm_quant@vllm-int8/fp16/4x128/normal/w=trained/r=large", "torch", True),
+    ("rms_norm_quant_static@nvfp4/bf16/8x1024/outliers/w=trained/s=nvfp4-amax4", "quant-nvfp4-scale-unclamped", False),
+    ("rms_norm_quant_static@nvfp4/bf16/8x1024/outliers/w=trained/s=nvfp4-amax4", "torch", True),
+])
+def test_a_quantizing_cases_script_judges_the_call_in_the_formats_units_without_normdiff(tmp_path, capsys, case_id,
+                                                                                          name, agrees):
+    """The script's own rounding to the format and its brackets give normdiff's verdict on the
+    whole call (q and scale): a correct implementation agrees, each mutant is caught where the run
+    catches it."""
+    script = tmp_path / "repro_script.py"
+    run_repro(capsys, case_id, "--implementation", name, "--script", str(script))
+    proc = subprocess.run([sys.executable, "-c", NO_NORMDIFF, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == (0 if agrees else 1), proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("agrees" if agrees else "disagrees")
+    calls = Case.from_id(case_id).outputs()
+    rows = api.run_suite(Suite("one", "", tuple(calls)), api.select([name])).results
+    assert rows["outcome"].isin(["identical", "agree"]).all() == agrees
+
+
 def test_script_through_an_adapter(tmp_path, capsys):
     pytest.importorskip("jax")
     script = tmp_path / "jax_repro.py"
