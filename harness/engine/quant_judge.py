@@ -182,11 +182,13 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
     q_at = quantize.rounded(t, c).reshape(q.shape)  # y / (your scale), rounded once
     finite = np.isfinite(q)
     m.nan_count, m.inf_count = int(np.isnan(q).sum()), int(np.isinf(q).sum())
+    informative = np.repeat(s != 0, q.shape[-1] // s.shape[-1], axis=-1)  # (a zero scale's codes: any, legal_codes)
     spacing = fmt.spacing(np.maximum(np.abs(np.where(finite, q, 0.0)), np.abs(q_at)))
-    ulps = np.abs(np.where(finite, q, q_at) - q_at) / spacing
+    ulps = np.where(informative, np.abs(np.where(finite, q, q_at) - q_at) / spacing, 0.0)
     m.max_ulp = float(ulps.max()) if ulps.size else 0.0
     m.p99_ulp = float(np.quantile(ulps, 0.99)) if ulps.size else 0.0
-    m.tolerance_ulp = float(((q_hi - q_lo) / fmt.spacing(np.maximum(np.abs(q_lo), np.abs(q_hi)))).max())
+    width = (q_hi - q_lo) / fmt.spacing(np.maximum(np.abs(q_lo), np.abs(q_hi)))
+    m.tolerance_ulp = float(width[informative].max()) if informative.any() else 0.0
     legal_nonfinite = ~np.isfinite(q_lo) | ~np.isfinite(q_hi)  # an unclamped or unguarded contract's own
     outside = outside_codes(q, q_lo, q_hi)
     m.off_chain = float(outside.mean())
@@ -210,13 +212,20 @@ def judge_q(out, scale_out, ref: QuantReference) -> Measurement:
 def legal_codes(ref: QuantReference, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The lowest and highest code a legal float32 pipeline writes for each element given the scale
     `s` (rows, blocks): Q(y_lo / s) .. Q(y_hi / s), the quotient widened by a float32 reciprocal's
-    rounding (NVFP4's four roundings); `s` what y is divided by (QuantReference.divisor); shaped like y."""
+    rounding (NVFP4's four roundings); `s` what y is divided by (QuantReference.divisor); shaped like y.
+    Where the scale is 0 (a zero row, an E4M3 block scale that underflows) every finite code is
+    legal: each dequantizes to the same 0, which is all the next matmul sees (Transformer Engine's
+    NVFP4 writes +-6 there, TensorRT-LLM's 0); a NaN or inf there still is not."""
     c = ref.contract
     t_lo = quantize.quotient(ref.y_lo, s, c)
     t_hi = quantize.quotient(ref.y_hi, s, c)
     widen = (RECIPROCAL if ref.given is None else GLOBAL) * np.maximum(np.abs(t_lo), np.abs(t_hi))
-    return (quantize.rounded(t_lo - widen, c).reshape(ref.y.shape),
-            quantize.rounded(t_hi + widen, c).reshape(ref.y.shape))
+    q_lo = quantize.rounded(t_lo - widen, c).reshape(ref.y.shape)
+    q_hi = quantize.rounded(t_hi + widen, c).reshape(ref.y.shape)
+    if c.zero_guard:  # (without the guard a zero scale is the contract's own 0 / 0: NaN)
+        zero = np.repeat(np.asarray(s) == 0, ref.y.shape[-1] // np.asarray(s).shape[-1], axis=-1)
+        q_lo, q_hi = np.where(zero, ref.fmt.low, q_lo), np.where(zero, ref.fmt.max, q_hi)
+    return q_lo, q_hi
 
 
 def outside_codes(q: np.ndarray, q_lo: np.ndarray, q_hi: np.ndarray) -> np.ndarray:

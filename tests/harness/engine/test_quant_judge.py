@@ -119,3 +119,19 @@ def test_a_given_scale_is_exact_and_nvfp4s_block_scale_is_judged_in_e4m3_steps()
     bumped[0, 0] += 1  # the next E4M3 value up
     q_m, s_m = judged(n, (q, bumped))
     assert s_m.outcome == "disagree" and s_m.max_ulp == 1.0, s_m.detail
+
+
+def test_under_a_zero_scale_any_finite_code_is_legal_and_nan_is_not():
+    """Each code of a block whose scale is 0 dequantizes to 0 (Transformer Engine's NVFP4 writes
+    +-6 there, TensorRT-LLM's 0): the judge takes any finite one, and still flags NaN."""
+    c = case("rms_norm_quant", "sglang-fp8", regime="zero_rows")
+    q, s = own(c)
+    zero = (s.reshape(-1) == 0)
+    assert zero.any()
+    saturated = q.astype(np.float32)
+    saturated[zero] = 448.0
+    m, _ = judged(c, (saturated.astype(q.dtype), s))
+    assert m.outcome in ("identical", "agree") and m.off_chain == 0.0 and m.max_ulp <= m.tolerance_ulp <= 1.0
+    saturated[zero] = np.nan
+    m, _ = judged(c, (saturated.astype(q.dtype), s))
+    assert m.outcome == "nan_mismatch"
