@@ -180,11 +180,13 @@ def _import_reports() -> None:
 
 
 def run_model(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, timeout: float = 600.0,
-              **targets: str):
-    """`normdiff model` from Python: `targets` by kind (norm=, qk=, gated=, l2=, add=, rope=), each a
-    registered implementation's name or FILE.py:NAME / package.module:NAME. Returns the judged
-    run (harness/engine/model_run.ModelRun); a usage error raises UsageError before any model runs."""
+              quant_convention: str | None = None, **targets: str):
+    """`normdiff model` from Python: `targets` by kind (norm=, qk=, gated=, l2=, add=, rope=, quant=,
+    add_quant=), each a registered implementation's name or FILE.py:NAME / package.module:NAME;
+    `quant_convention` that of the quantizing sites (--quant-convention). Returns the judged run
+    (harness/engine/model_run.ModelRun); a usage error raises UsageError before any model runs."""
     from normdiff.harness.commands import model
+    from normdiff.harness.data.conventions import CONVENTIONS
     from normdiff.harness.data.dtypes import FORMATS, _ALIASES
     from normdiff.implementations.hf_model_families import FAMILIES
 
@@ -198,5 +200,7 @@ def run_model(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int =
     check_timeout(timeout)
     for kind, target in targets.items():
         inputs.path(target, kind, "a registered implementation's name or a target 'FILE.py:NAME'")
+    if quant_convention is not None:
+        quant_convention = resolve("convention", quant_convention, CONVENTIONS, what="quant_convention")
     return model.model(family, {kind: (os.fspath(target), False) for kind, target in targets.items()}, dtype, seed,
-                       tokens, timeout)
+                       tokens, timeout, quant_convention=quant_convention)

@@ -19,6 +19,8 @@ rows reach the regime where eps matters, which a table of one scale never does.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 import transformers
@@ -83,10 +85,11 @@ def _set_trained(module, rule, rng, final: bool) -> None:
             bias.copy_(torch.from_numpy(BIAS_REGIMES["trained"](rng, (bias.numel(),))).to(bias.dtype))
 
 
-def install(model, family: ModelFamily, kinds=()) -> list[Site]:
+def install(model, family: ModelFamily, kinds=(), conventions: dict | None = None) -> list[Site]:
     """Every norm site of the model, in module order, each wrapped; function sites (l2norm) are
-    wrapped by `function_sites` around a forward. `kinds`: those swapped (a fused site is one only
-    when its kind is swapped)."""
+    wrapped by `function_sites` around a forward. `kinds`: those swapped (a fused, rotary or
+    quantizing site is one only when its kind is swapped); `conventions`: kind -> the convention its
+    sites run at, where the kind has a choice (a quantizing kind: its rule's default otherwise)."""
     sites, order, plain_once = [], [], set()
     config = model.config
     fused = [r for r in family.sites if r.fuses and r.kind in kinds]
@@ -95,9 +98,11 @@ def install(model, family: ModelFamily, kinds=()) -> list[Site]:
         rule = family.rule_for(path, kinds)
         if rule is not None and rule.first_plain and rule.suffix not in plain_once:
             plain_once.add(rule.suffix)
-            rule = family.rule_for(path)
+            rule = family.first_rule(path, kinds)
         if rule is None:
             continue
+        if rule.kind in (conventions or {}):
+            rule = dataclasses.replace(rule, convention=conventions[rule.kind])
         heads = int(getattr(config, rule.heads)) if rule.heads else 1
         if rule.fuses:
             site = FusedSite(path, rule, module, heads, stream)
@@ -114,15 +119,18 @@ def install(model, family: ModelFamily, kinds=()) -> list[Site]:
 # ---- running ---------------------------------------------------------------------------------
 
 
-def run(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, swaps: dict | None = None) -> dict:
-    """Both runs. `swaps`: kind -> Implementation. The result (plain data, for the parent):
-    sites: [{path, kind, op, convention, reference: [call], swapped: [call]}], each call
-    {arrays, num_heads, eps, y}; logits and last hidden state of each run; `failed` when a
-    swapped implementation raised or returned the wrong shape ({path, why}; the swapped run stops
-    there)."""
+def run(family: str, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128, swaps: dict | None = None,
+        conventions: dict | None = None) -> dict:
+    """Both runs. `swaps`: kind -> Implementation; `conventions`: kind -> the convention of a kind
+    that has a choice (install). The result (plain data, for the parent):
+    sites: [{path, kind, op, convention, own, reference: [call], swapped: [call]}], each call
+    {arrays, num_heads, eps, y} (and `onward` where the site's results are not what went on: a
+    quantizing site's q * scale); `own` the op and convention the model's own class computes there;
+    logits and last hidden state of each run; `failed` when a swapped implementation raised or
+    returned the wrong shape ({path, why}; the swapped run stops there)."""
     fam = get_family(family)
     model = build(fam, dtype, seed)
-    sites = install(model, fam, tuple(swaps or ()))
+    sites = install(model, fam, tuple(swaps or ()), conventions)
     vocab = model.config.vocab_size
     ids = torch.from_numpy(np.random.default_rng(seed + 1).permutation(vocab)[:tokens].astype(np.int64))[None]
     reference = _forward(model, fam, sites, ids)  # no adapter yet: no site can fail
@@ -161,4 +169,5 @@ def _forward(model, family: ModelFamily, sites: list[Site], ids) -> dict:
 
 def _site_data(site: Site, reference: dict, swapped: dict) -> dict:
     return {"path": site.path, "kind": site.rule.kind, "op": site.rule.op, "convention": site.rule.convention,
-            "reference": reference.get(site.path, []), "swapped": swapped.get(site.path, [])}
+            "own": list(site.rule.own_pair), "reference": reference.get(site.path, []),
+            "swapped": swapped.get(site.path, [])}

@@ -14,14 +14,19 @@ the residual add before it as one fused call, vLLM's fused_add_rms_norm: x is th
 the MLP's output, residual the running sum; those norm modules are `norm` sites unless --add is
 given, and layer 0's input_layernorm always is) and `rope`
 (--rope: q_norm / k_norm and the RoPE after them as one call, qk_norm_rope; the norms alone are `qk`
-sites unless --rope is given).
+sites unless --rope is given); `quant` and `add_quant` (a quantizing norm, rms_norm_quant and
+add_rms_norm_quant, at the norms vLLM's FP8 serving fuses with the quantization of their output:
+QUANTIZED below), each at a quantizing convention the run picks among those whose norm part is the
+family's (`fits`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from normdiff.harness.data.conventions import get_contract
+from normdiff.harness.data.contracts import Contract
+from normdiff.harness.data.conventions import defining, get_contract
 from normdiff.harness.data.errors import UsageError
+from normdiff.harness.data.ops import OPS
 
 # kind -> what its option swaps in (the CLI's --KIND help)
 KINDS = {
@@ -31,6 +36,10 @@ KINDS = {
     "l2": "Qwen3.5's l2norm of q and k",
     "add": "each residual add and the norm after it as one fused call, as vLLM's decoder runs them (fused_add_rms_norm)",
     "rope": "q_norm / k_norm and the RoPE after them as one call (qk_norm_rope)",
+    "quant": "the norms before a quantized linear (input_layernorm, post_attention_layernorm) fused with the FP8 / "
+             "INT8 / MX quantization of their output (rms_norm_quant); the model goes on with q * scale",
+    "add_quant": "those norms with the residual add before them too, as vLLM's FP8 decoder runs them "
+                 "(add_rms_norm_quant)",
 }
 
 # how a site's input maps onto the op's x of shape (rows, width):
@@ -56,10 +65,53 @@ class SiteRule:
     fuses: tuple[str, ...] = ()
     first_plain: bool = False
     rotary: str = ""  # (rope) the modeling module's RoPE function the attention applies after the norm
+    # (quant, add_quant) the op@convention the model's own class computes there: the plain norm the
+    # quantizing op fuses, at the family's convention (the unswapped run is judged at it, and a
+    # quantizing convention stands at the site only when its norm part fits it); `convention` is
+    # the quantizing convention a run uses when it names none
+    own: tuple[str, str] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"{self.suffix}: kind {self.kind!r} is not one of {tuple(KINDS)}")
+
+    @property
+    def swapped_only(self) -> bool:
+        """A rule that takes its module only when its kind is swapped (a fused, rotary or quantizing
+        site); else the module is its plain rule's."""
+        return bool(self.fuses or self.rotary or self.own)
+
+    @property
+    def own_pair(self) -> tuple[str, str]:
+        """The (op, convention) the model's own class computes at the site."""
+        return self.own or (self.op, self.convention)
+
+    def conventions(self) -> list[str]:
+        """The conventions the site may run at: its own, or (a quantizing site) every convention of
+        its op whose norm part fits the family's norm, the default first."""
+        if not self.own:
+            return [self.convention]
+        norm = get_contract(*self.own)
+        fitting = [c for c in defining(self.op) if fits(get_contract(self.op, c), norm)]
+        return sorted(fitting, key=lambda c: c != self.convention)
+
+
+# A quantizing convention stands at a family's norm site when the y it quantizes is the family's y:
+# every knob of the plain norm (rms_norm's) agrees with the family's norm contract, but eps (each
+# site runs at its module's eps) and, where the contract keeps y in float32 until it is quantized
+# (quant_input "float32"), the cast: y is never rounded to the model's dtype there, so where the
+# cast would round it does not apply. A convention that rounds y to the input dtype first must
+# round it where the family does: vllm-fp8's y = bf16(bf16(x * rms) * w) is the Llama cast, that of
+# Llama's, Qwen3's and vLLM's own RMSNorm. DeepSeek-V3's act_quant quantizes the output of
+# DeepSeek's own norm (one rounding), which HF's DeepseekV3RMSNorm (the Llama cast) is not: no
+# family built here fits deepseek-v3-fp8, and `normdiff model` says so rather than mixing them.
+_FREE = ("eps", "cast")
+
+
+def fits(quantizing: Contract, norm: Contract) -> bool:
+    """Whether a quantizing contract's norm part is the family norm's (the comment above)."""
+    free = _FREE if quantizing.quant_input == "float32" else _FREE[:1]
+    return all(getattr(quantizing, k) == getattr(norm, k) for k in OPS["rms_norm"].knobs if k not in free)
 
 
 @dataclass(frozen=True)
@@ -83,6 +135,11 @@ class ModelFamily:
     def kinds(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(rule.kind for rule in self.sites))
 
+    def plain_kinds(self) -> tuple[str, ...]:
+        """The kinds of the model's own modules, each computing its op alone (not the fused, rotary or
+        quantizing kinds, whose sites are there only when swapped)."""
+        return tuple(dict.fromkeys(rule.kind for rule in self.sites if not rule.swapped_only))
+
     def rule_for(self, path: str, kinds=()) -> SiteRule | None:
         """The rule of the module at `path`, if it is a norm site: the longest suffix that matches
         ("linear_attn.norm" before "norm"); of two on the same module, a fused one only when its
@@ -92,23 +149,46 @@ class ModelFamily:
             return None
         longest = max(len(r.suffix) for r in matches)
         best = [r for r in matches if len(r.suffix) == longest]
-        fused = [r for r in best if r.fuses or r.rotary]
-        return next((r for r in fused if r.kind in kinds), next(r for r in best if r not in fused))
+        # of several swapped on one module: a quantizing kind first (with --add, add_quant takes the norms
+        # before the linears and --add keeps the final norm, which is not quantized), then the one that
+        # also fuses the add (add_quant before quant)
+        swapped = sorted((r for r in best if r.swapped_only and r.kind in kinds),
+                         key=lambda r: (not r.own, not r.fuses))
+        return swapped[0] if swapped else next(r for r in best if not r.swapped_only)
 
-    def shadowed(self, kinds) -> dict[str, str]:
-        """kind -> the fused kind that takes all of its modules when both are swapped (--qk with
-        --rope: every q_norm and k_norm becomes a rope site, and --qk has nothing left)."""
-        fused = {r.suffix: r.kind for r in self.sites if (r.fuses or r.rotary) and r.kind in kinds and not r.first_plain}
+    def first_rule(self, path: str, kinds=()) -> SiteRule | None:
+        """The rule of the first module a `first_plain` rule matches (layer 0's input_layernorm:
+        nothing has been added to the stream yet): the next swapped kind's there, else the plain one."""
+        rule = self.rule_for(path, kinds)
+        if rule is None or not rule.first_plain:
+            return rule
+        return self.first_rule(path, tuple(k for k in kinds if k != rule.kind))
+
+    def shadowed(self, kinds) -> dict[str, tuple[str, ...]]:
+        """kind -> the kinds that take every one of its modules when they are swapped with it (--qk
+        with --rope: every q_norm and k_norm becomes a rope site, and --qk has nothing left)."""
         out = {}
         for kind in kinds:
-            own = {r.suffix for r in self.sites if r.kind == kind and not (r.fuses or r.rotary)}
-            if own and own <= set(fused):
-                out[kind] = fused[next(iter(own))]
+            suffixes = dict.fromkeys(r.suffix for r in self.sites if r.kind == kind and not r.function)
+            taking = [{self.rule_for(s, kinds).kind, self.first_rule(s, kinds).kind} for s in suffixes]
+            if suffixes and all(kind not in t for t in taking):
+                out[kind] = tuple(dict.fromkeys(k for t in taking for k in sorted(t)))
         return out
 
+    def unfused(self, kinds) -> str | None:
+        """A swapped kind that takes a norm the swapped fused kinds need fused: their running sum
+        passes every norm after a branch (ResidualStream), so --add with --quant alone would leave
+        the adds before quant's sites to the model and feed the final norm's fused add a stale sum."""
+        for suffix in dict.fromkeys(r.suffix for r in self.sites if r.fuses and r.kind in kinds):
+            rule = self.rule_for(suffix, kinds)
+            if not rule.fuses:
+                return rule.kind
+        return None
+
     def ops(self, kind: str) -> list[tuple[str, str]]:
-        """The (op, convention) pairs this family's sites of `kind` compute."""
-        return list(dict.fromkeys((r.op, r.convention) for r in self.sites if r.kind == kind))
+        """The (op, convention) pairs this family's sites of `kind` may compute (a quantizing kind's:
+        each fitting convention, the default first)."""
+        return list(dict.fromkeys((r.op, c) for r in self.sites if r.kind == kind for c in r.conventions()))
 
 
 _SMALL = (("vocab_size", 256), ("hidden_size", 256), ("intermediate_size", 512), ("num_hidden_layers", 4),
@@ -135,6 +215,28 @@ def _add(convention: str) -> tuple[SiteRule, ...]:
             SiteRule("norm", "add", "add_rms_norm", convention, fuses=branches))
 
 
+QUANT_DEFAULT = "vllm-fp8"  # vLLM's dynamic per-token FP8: what a quantizing site runs at unless told
+
+
+def _quant(norm: str, add: str = "") -> tuple[SiteRule, ...]:
+    """QUANTIZED: vLLM's FP8 serving fuses the norm before each quantized linear with the
+    quantization of its output (input_layernorm before qkv_proj, post_attention_layernorm before
+    gate_up_proj), and the residual add before it too where the decoder adds then normalises
+    (add_quant: every one of them but layer 0's input_layernorm, as `add`). The linear computes with
+    q * scale. Not here: q_norm / k_norm (they act on the projection's output, inside the attention)
+    and the final norm (lm_head stays unquantized in FP8 checkpoints: vLLM runs it as a plain fused add).
+    `add`: the family's add_rms_norm convention (none: no add_quant sites). The families with them
+    are the dense pre-norm decoders whose norm vllm-fp8 fits (Llama, Qwen3, vLLM's Qwen3); OLMo2's
+    are post-norms (no linear reads them), Gemma3's and Qwen3.5's (1 + w) fit no quantizing
+    convention, and DeepSeek-V3's post-attention norm feeds its MoE router, which reads it unquantized."""
+    branches = ("self_attn", "mlp")
+    suffixes = ("input_layernorm", "post_attention_layernorm")
+    fused = tuple(SiteRule(s, "add_quant", "add_rms_norm_quant", QUANT_DEFAULT, fuses=branches,
+                           first_plain=s == "input_layernorm", own=("add_rms_norm", add)) for s in suffixes)
+    plain = tuple(SiteRule(s, "quant", "rms_norm_quant", QUANT_DEFAULT, own=("rms_norm", norm)) for s in suffixes)
+    return plain + (fused if add else ())
+
+
 def _rope(convention: str) -> tuple[SiteRule, ...]:
     return tuple(SiteRule(f"self_attn.{which}_norm", "rope", "qk_norm_rope", convention, HEADS, heads,
                           rotary="apply_rotary_pos_emb")
@@ -147,12 +249,13 @@ _QWEN3 = _SMALL + (("rope_parameters", {"rope_type": "default", "rope_theta": 1e
 
 FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
     ModelFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", _QWEN3,
-                _norms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS) + _add("qwen3")
-                + _rope("qwen3"), modeling=_MODELS + "qwen3.modeling_qwen3"),
+                _norms("input_layernorm post_attention_layernorm norm", "qwen3") + _qk("qwen3", HEADS)
+                + _add("qwen3") + _rope("qwen3") + _quant("qwen3", "qwen3"), modeling=_MODELS + "qwen3.modeling_qwen3"),
     # the same model judged as vLLM serves it: its native RMSNorm, and fused_add_rms_norm keeping
     # x + residual in float32 for the variance (transformers' unfused code rounds it first: vLLM #52104)
     ModelFamily("vllm-qwen3", "Qwen3Config", "Qwen3ForCausalLM", _QWEN3,
-                _norms("input_layernorm post_attention_layernorm norm", "vllm") + _qk("qwen3", HEADS) + _add("vllm")),
+                _norms("input_layernorm post_attention_layernorm norm", "vllm") + _qk("qwen3", HEADS)
+                + _add("vllm") + _quant("vllm", "vllm")),
     # three linear-attention layers (gated norm, l2norm of q and k), then one full-attention layer
     ModelFamily("qwen3.5", "Qwen3_5TextConfig", "Qwen3_5ForCausalLM", _SMALL + (
         ("linear_num_value_heads", 4), ("linear_num_key_heads", 2), ("linear_key_head_dim", 64),
@@ -168,7 +271,7 @@ FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
                 _norms("input_layernorm post_attention_layernorm pre_feedforward_layernorm post_feedforward_layernorm "
                      "norm", "gemma3") + _qk("gemma3", HEADS_FIRST)),
     ModelFamily("llama", "LlamaConfig", "LlamaForCausalLM", _SMALL,
-                _norms("input_layernorm post_attention_layernorm norm", "llama")),
+                _norms("input_layernorm post_attention_layernorm norm", "llama") + _quant("llama")),
     # nn.LayerNorm with a bias: the LayerNorm of GPT-NeoX / Pythia (convention torch = F.layer_norm)
     ModelFamily("gpt-neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
                 tuple((k, v) for k, v in _SMALL if k not in ("num_key_value_heads", "head_dim")),

@@ -7,6 +7,10 @@ implementation's output goes on into the model.
                its x (the branch just run) and the running residual (ResidualStream).
   RotarySite   q_norm or k_norm and the RoPE after it as one call (qk_norm_rope); the modeling
                module's apply_rotary_pos_emb is where the call completes.
+
+A quantizing site (rms_norm_quant, or add_rms_norm_quant as a FusedSite) is a Site whose swapped
+call returns (q, scale): the model goes on with q * scale per row or block, cast to its dtype, which
+is what the FP8 / INT8 linear after the norm computes with (`Site.onward`).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import torch
 
 from normdiff.cases.model import CaseInputs
 from normdiff.harness.data.conventions import get_contract
-from normdiff.harness.data.ops import get_op
+from normdiff.harness.data.ops import get_op, quantize
 from normdiff.implementations.call_checks import changed_inputs
 from normdiff.implementations.frameworks import to_numpy
 from normdiff.implementations.frameworks.torch import from_numpy
@@ -100,21 +104,38 @@ class Site:
         arrays, shape = self.operands(args, kwargs)
         heads = self.heads  # 1 but for a rule that names its heads' config field (q_norm, k_norm, groups)
         eps = self.eps(kwargs, original)
+        onward = None
         if self.adapter is None:
             out = original(*args, **kwargs)
             results = {"y": to_numpy(self.to_rows(out)), **self.reference_extra(args)}
         else:
             results = self.swapped(arrays, heads, eps)
-            out = self.from_rows(from_numpy(results["y"].astype(arrays["x"].dtype, copy=False)), shape)
+            onward = self.onward(results, eps)
+            out = self.from_rows(from_numpy(onward.astype(arrays["x"].dtype, copy=False)), shape)
             self.carry(results, shape)
-        self.record_call(arrays, heads, eps, results)
+        self.record_call(arrays, heads, eps, results, onward if self.record.quantizes else None)
         return out
 
-    def record_call(self, arrays: dict, heads: int, eps: float, results: dict) -> None:
+    def record_call(self, arrays: dict, heads: int, eps: float, results: dict, onward=None) -> None:
         if not self.calls:
             self.order.append(self.path)
         y = results if len(results) > 1 else results["y"]
-        self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": y})
+        self.calls.append({"arrays": arrays, "num_heads": heads, "eps": eps, "y": y,
+                           **({"onward": onward} if onward is not None else {})})
+
+    def contract(self, eps: float):
+        return get_contract(self.rule.op, self.rule.convention).replace(eps=eps)
+
+    def onward(self, results: dict, eps: float) -> np.ndarray:
+        """What the swapped call hands on to the model: y; a quantizing op's q * scale (per row or
+        block, in float64, the model casting it to its dtype), what the quantized linear after the
+        norm computes with: the FP8 error shows in the logits, and a NaN code travels on."""
+        if not self.record.quantizes:
+            return results["y"]
+        try:
+            return quantize.dequantized(results["q"], results["scale"], self.contract(eps))
+        except (ValueError, TypeError) as exc:
+            raise SiteFailed(self.path, f"returned {exc}") from exc
 
     def reference_extra(self, args: tuple) -> dict:
         """The model's own results beyond y (a fused site's residual_out)."""
@@ -124,7 +145,7 @@ class Site:
         """Hand a swapped call's further results on to the model (a fused site's residual_out)."""
 
     def swapped(self, arrays: dict, heads: int, eps: float) -> dict:
-        contract = get_contract(self.rule.op, self.rule.convention).replace(eps=eps)
+        contract = self.contract(eps)
         inputs = CaseInputs({k: v.copy() for k, v in arrays.items()}, heads)  # the model's own stay as they are
         try:
             value = self.adapter(self.rule.op, contract, inputs)
@@ -139,6 +160,8 @@ class Site:
         if changed:  # in a model that input is the residual stream, or the weight of every later call
             raise SiteFailed(self.path, changed)
         for name, y in results.items():
+            if name == "scale":  # one per row or block: read in any layout that holds them (onward)
+                continue
             if not isinstance(y, np.ndarray) or y.shape != arrays["x"].shape:
                 got = getattr(y, "shape", type(y).__name__)
                 what = "" if name == "y" else f" as {name}"

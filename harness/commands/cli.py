@@ -779,6 +779,7 @@ def _weights(args) -> int:
 
 
 def _model_parser(sub) -> None:
+    from normdiff.harness.commands.model import OLD_SPELLINGS
     from normdiff.implementations.hf_model_families import FAMILIES, KINDS
 
     m = _sub(sub, "model", "your norm classes in every site of a small HF model: each site judged, the first one "
@@ -789,9 +790,13 @@ def _model_parser(sub) -> None:
     m.add_argument("--target", action="append", dest="targets", default=[], metavar="KIND=TARGET",
                    help="what computes the sites of KIND (" + "; ".join(f"{k}: {w}" for k, w in KINDS.items())
                         + "): a registered implementation's name, FILE.py:NAME or package.module:NAME (repeatable)")
-    for kind in KINDS:  # the old spellings: --norm TARGET is --target norm=TARGET
+    for kind in OLD_SPELLINGS:  # the old spellings: --norm TARGET is --target norm=TARGET
         RENAMED[f"--{kind}"] = f"--target {kind}=TARGET"
         m.add_argument(f"--{kind}", action=_Store, metavar="TARGET", help=argparse.SUPPRESS)
+    m.add_argument("--quant-convention", metavar="CONVENTION", type=_name("convention"),
+                   help="the quantizing convention of the quant and add_quant sites, one whose norm is the "
+                        "family's (default: the one the target implements, else vllm-fp8; `normdiff list models` "
+                        "names them)")
     m.add_argument("--command", action="append", dest="commands", default=[], metavar="KIND=CMD",
                    help="an implementation in any language for the sites of KIND (norm, qk, ...), as check "
                         "--command runs it (repeatable)")
@@ -823,7 +828,7 @@ def _model(args) -> int:
     from normdiff.harness.engine.model_run import ModelRunError
 
     if args.mutants:
-        if args.family or args.commands or args.targets or any(getattr(args, k) for k in model.OPTIONS):
+        if args.family or args.commands or args.targets or any(getattr(args, k) for k in model.OLD_SPELLINGS):
             raise UsageError("--mutants builds its own table: give it without --family and the targets")
         table = model.mutants(tuple(args.dtypes or model.MUTANT_DTYPES), args.seed, args.tokens, args.timeout)
         print(json.dumps(table.as_dict(), default=_json_default) if args.json else model.describe_mutants(table))
@@ -834,16 +839,17 @@ def _model(args) -> int:
         raise UsageError("one model, one --dtype (several are for --mutants)")
     dtype = (args.dtypes or ["bfloat16"])[0]
     options = {"framework": args.framework, "call": args.call, "init": args.init, "weight_attr": args.weight_attr}
-    targets = {kind: (getattr(args, kind), False) for kind in model.OPTIONS if getattr(args, kind)}
+    targets = {kind: (getattr(args, kind), False) for kind in model.OLD_SPELLINGS if getattr(args, kind)}
     for flag, given, command in ([("--target", g, False) for g in args.targets]
                                  + [("--command", g, True) for g in args.commands]):
         kind, value = _kind_value(flag, given, model.OPTIONS)
         if kind in targets:
             raise UsageError(f"the sites of {kind} are given twice ({flag} {given})")
         targets[kind] = (value, command)
-    replay = model.replay_command(args.family, targets, options, dtype, args.seed, args.tokens)
+    replay = model.replay_command(args.family, targets, options, dtype, args.seed, args.tokens, args.quant_convention)
     try:
-        run = model.model(args.family, targets, dtype, args.seed, args.tokens, args.timeout, options, replay)
+        run = model.model(args.family, targets, dtype, args.seed, args.tokens, args.timeout, options, replay,
+                          args.quant_convention)
     except (usercode.TargetError, ModelRunError) as exc:
         if args.json:
             print(json.dumps({"verdict": "error", "exit_code": USAGE_ERROR, "message": str(exc)}))
@@ -912,7 +918,8 @@ def _list(args) -> int:
         from normdiff.implementations.hf_model_families import FAMILIES
 
         rows = [{"name": f.name, "model": f.model, "sites": [
-            {"kind": r.kind, "module": r.suffix, "op": r.op, "convention": r.convention} for r in f.sites]}
+            {"kind": r.kind, "module": r.suffix, "op": r.op, "convention": r.convention,
+             "conventions": r.conventions()} for r in f.sites]}
             for f in FAMILIES.values()]
     else:
         rows = []
@@ -944,9 +951,14 @@ def _list_line(what: str, row: dict) -> str:
         where = "" if row["name"] == "contiguous" else f"  (runs in {', '.join(row['frameworks'])})"
         return f"{row['name']:<11} {row['what']}{where}"
     if what == "models":
+        from normdiff.harness.commands.model import OPTIONS
+
         kinds = {}
         for site in row["sites"]:
-            kinds.setdefault(f"--{site['kind']} {site['op']}@{site['convention']}", []).append(site["module"])
+            choice = (f" (--quant-convention: {', '.join(site['conventions'])})"
+                      if len(site["conventions"]) > 1 else "")
+            kinds.setdefault(f"{OPTIONS[site['kind']]} {site['op']}@{site['convention']}{choice}", []).append(
+                site["module"])
         return f"{row['name']:<11} {row['model']}\n" + "\n".join(f"{'':<11} {k}: {', '.join(v)}" for k, v in kinds.items())
     return f"{row['name']:<10} {row['cases']:>4} cases  {row['description']}"
 

@@ -19,7 +19,7 @@ import numpy as np
 from normdiff.cases.model import Case, CaseInputs
 from normdiff.harness.data.dtypes import format_of, get_format
 from normdiff.harness.data.outcomes import OUTCOMES, PASSING
-from normdiff.harness.engine import judge, runner
+from normdiff.harness.engine import judge, quant_judge, runner
 from normdiff.harness.engine.pool import Worker
 
 TASK = "normdiff.implementations.hf_model:run"
@@ -47,6 +47,9 @@ class SiteResult:
     input_drift: float  # relative L2 distance of its input from the unswapped run's
     output_drift: float
     detail: str = ""
+    # a quantizing site: the largest relative L2 distance over its calls of the q * scale that went
+    # on from the exact y of the call's own input (the quantization error the linear after it sees)
+    quant_error: float | None = None
 
     @property
     def passing(self) -> bool:
@@ -127,14 +130,16 @@ def torch_worker(timeout: float):
 
 
 def run(family: str, swaps: dict, dtype: str = "bfloat16", seed: int = 0, tokens: int = 128,
-        timeout: float = 600.0, worker: Worker | None = None) -> ModelRun:
-    """Run and judge. `swaps`: kind -> Implementation. `worker`: a torch worker to reuse (the
-    teaching table runs many models on one import); else one is started and ended here."""
+        timeout: float = 600.0, worker: Worker | None = None, conventions: dict | None = None) -> ModelRun:
+    """Run and judge. `swaps`: kind -> Implementation; `conventions`: kind -> the convention of a
+    kind that has a choice (a quantizing kind's; its default where not given). `worker`: a torch
+    worker to reuse (the teaching table runs many models on one import); else one is started and
+    ended here."""
     if worker is None:
         with torch_worker(timeout) as own:
-            return run(family, swaps, dtype, seed, tokens, timeout, own)
+            return run(family, swaps, dtype, seed, tokens, timeout, own, conventions)
     reply = worker.call(("task", TASK, {"family": family, "dtype": dtype, "seed": seed, "tokens": tokens,
-                                        "swaps": swaps}), timeout=timeout)
+                                        "swaps": swaps, "conventions": conventions or {}}), timeout=timeout)
     if reply[0] != "ok":
         raise ModelRunError(f"the model did not run ({reply[0]}): {reply[1]}")
     return judge_run(reply[1], {kind: impl.name for kind, impl in swaps.items()})
@@ -145,7 +150,9 @@ def judge_run(data: dict, swaps: dict) -> ModelRun:
                       failed=data["failed"], versions={"transformers": data["transformers"], "torch": data["torch"]})
     failed = data["failed"]
     for site in data["sites"]:
-        own = _worst([judge_call(site, c) for c in site["reference"]])
+        # the model's own class computes the plain norm even where the swapped site quantizes
+        own_site = dict(zip(("op", "convention"), site.get("own") or (site["op"], site["convention"])))
+        own = _worst([judge_call(own_site, c) for c in site["reference"]])
         result.own.append(OwnSite(site["path"], own.outcome, own.max_ulp, own.tolerance_ulp))
         if failed is not None and not site["swapped"] and site["path"] != failed["path"]:
             continue  # after the site that failed: the swapped run never got here
@@ -158,34 +165,53 @@ def judge_run(data: dict, swaps: dict) -> ModelRun:
 
 
 def _judge_site(site: dict, implementation: str, own: judge.Measurement, failed: dict | None = None) -> SiteResult:
-    swapped = [judge_call(site, c) for c in site["swapped"]]
+    judged = [judge_results(site, c) for c in site["swapped"]]
+    swapped = [_worst(list(j.values())) for j in judged]
     if failed is not None and failed["path"] == site["path"]:
         swapped.append(judge.failure("error", f"the swapped implementation {failed['why']}"))
     worst = _worst(swapped)
     x_drift = max((rel_l2(s["arrays"]["x"], r["arrays"]["x"]) for s, r in zip(site["swapped"], site["reference"])),
                   default=float("nan"))
-    y_drift = max((rel_l2(_results(s)["y"], _results(r)["y"]) for s, r in zip(site["swapped"], site["reference"])),
+    y_drift = max((rel_l2(_onward(s), _onward(r)) for s, r in zip(site["swapped"], site["reference"])),
                   default=float("nan"))
+    quantized = [j["q"].rel_l2 for j in judged if "q" in j]
     return SiteResult(site["path"], site["kind"], site["op"], site["convention"], implementation, worst.outcome,
                       worst.max_ulp, worst.tolerance_ulp, own.outcome, own.max_ulp, x_drift, y_drift,
-                      worst.detail)
+                      worst.detail, max(quantized, key=_nan_first) if quantized else None)
+
+
+def _nan_first(value: float) -> float:
+    return np.inf if value != value else value
 
 
 def judge_call(site: dict, call: dict) -> judge.Measurement:
     """One site call judged as a case of the site's op and convention whose inputs are the call's."""
+    return _worst(list(judge_results(site, call).values()))
+
+
+def judge_results(site: dict, call: dict) -> dict[str, judge.Measurement]:
+    """Each result of a site call judged (y, a fused add's residual_out, a quantizing op's q and
+    scale in the format's units: engine/quant_judge.py)."""
     arrays, heads = call["arrays"], call["num_heads"]
     x = arrays["x"]
     case = Case(site["op"], site["convention"], format_of(x).name, x.shape[0], x.shape[1], heads, eps=call["eps"])
     prepared = runner.prepare(case, inputs=CaseInputs(arrays, heads))
+    results = _results(call)
     with np.errstate(all="ignore"):
-        judged = [judge.judge(out, e.ref, get_format(case.dtype), e.budget, heads, case.op, systematic=e.systematic)
-                  for e, out in ((prepared.expected[name], out) for name, out in _results(call).items())]
-    return _worst(judged)
+        return {name: runner.judged_quant(name, results, e.ref) if isinstance(e.ref, quant_judge.QuantReference)
+                else judge.judge(results[name], e.ref, get_format(case.dtype), e.budget, heads, case.op,
+                                 systematic=e.systematic)
+                for name, e in prepared.expected.items()}
 
 
 def _results(call: dict) -> dict:
-    """A call's outputs by result: y, and a fused add's residual_out."""
+    """A call's outputs by result: y, a fused add's residual_out, a quantizing op's q and scale."""
     return call["y"] if isinstance(call["y"], dict) else {"y": call["y"]}
+
+
+def _onward(call: dict) -> np.ndarray:
+    """What the call handed on to the model: y, or a quantizing site's q * scale."""
+    return call["onward"] if "onward" in call else _results(call)["y"]
 
 
 def _worst(measurements: list) -> judge.Measurement:
@@ -196,8 +222,14 @@ def _worst(measurements: list) -> judge.Measurement:
 def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     with np.errstate(all="ignore"):
-        norm = np.linalg.norm(b)
-        return float(np.linalg.norm(a - b) / norm) if norm else float(np.linalg.norm(a - b))
+        norm, diff = _norm(b), _norm(a - b)
+        return float(diff / norm) if norm else float(diff)
+
+
+def _norm(v: np.ndarray) -> float:
+    """Sums of squares, not np.linalg.norm: BLAS dot is slow here (judge.py says why), most of a
+    model run's judging time while the torch worker's threads still spin."""
+    return float(np.sqrt(np.sum(v * v)))
 
 
 def compare(got: np.ndarray, want: np.ndarray, top1: bool = False) -> Comparison:

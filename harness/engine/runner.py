@@ -282,7 +282,7 @@ def judge_task(task: Task, reply: tuple) -> list[Outcome]:
         for name, e in p.expected.items():
             piece, c = pieces[name], e.case
             if isinstance(e.ref, quant_judge.QuantReference):
-                m = _judged_quant(name, pieces, e.ref)
+                m = judged_quant(name, pieces, e.ref)
                 outcomes.append(Outcome(c, task.impl, m, piece if m.outcome != "error" else None, share, None))
                 continue
             m = judge.judge(piece, e.ref, get_format(c.dtype), e.budget, c.num_heads, c.op, systematic=e.systematic)
@@ -300,7 +300,7 @@ def _piece(out, calls: int, rows: int, start: int, own: int):
     return out[start:start + own]  # (a per-row scale may come as (rows,))
 
 
-def _judged_quant(name: str, pieces: dict, ref) -> judge.Measurement:
+def judged_quant(name: str, pieces: dict, ref) -> judge.Measurement:
     """q or scale of a quantizing call, judged in the format's units (engine/quant_judge.py)."""
     try:
         if name == "scale":

@@ -19,6 +19,7 @@ def test_run_model_names_the_first_site_of_a_mutant():
     ({"norm": "numpy", "timeout": 0}, "timeout"),
     ({}, "nothing to swap in"),
     ({"gated": "numpy"}, "qwen3 has no gated sites"),
+    ({"quant": "numpy", "quant_convention": "deepseek-v3-fp8"}, "its norm is not qwen3's"),
 ])
 def test_run_model_refuses_bad_arguments_before_any_model_runs(kwargs, says):
     with pytest.raises(UsageError, match=says):

@@ -11,13 +11,48 @@ from normdiff.implementations.hf_model_families import FAMILIES, KINDS, get_fami
 def test_each_kind_is_one_op_and_convention(name):
     fam = FAMILIES[name]
     assert set(fam.kinds()) <= set(KINDS)
-    assert not fam.shadowed([k for k in fam.kinds() if k not in ("add", "rope")])
+    assert not fam.shadowed(fam.plain_kinds())
     assert "norm" in fam.kinds()
     for kind in fam.kinds():
-        ((op, convention),) = fam.ops(kind)
-        get_contract(op, convention)  # raises for an undefined pair
+        pairs = fam.ops(kind)
+        if kind in ("quant", "add_quant"):  # one op at the conventions whose norm part is the family's
+            assert len({op for op, _ in pairs}) == 1 and pairs[0][1] == "vllm-fp8"
+        else:
+            assert len(pairs) == 1
+        for op, convention in pairs:
+            get_contract(op, convention)  # raises for an undefined pair
     ((op, convention),) = fam.ops("norm")
     assert fam.norm_eps() == get_contract(op, convention).eps
+
+
+def test_a_quantizing_convention_stands_where_its_norm_is_the_familys():
+    quant = {name: [c for _, c in fam.ops("quant")] for name, fam in FAMILIES.items() if "quant" in fam.kinds()}
+    assert set(quant) == {"qwen3", "vllm-qwen3", "llama"}  # gemma3, qwen3.5: (1 + w); olmo2: post-norms
+    for conventions in quant.values():
+        # y rounded to bf16 as the Llama cast rounds it (vLLM's kernels), or kept in float32 (any cast)
+        assert {"vllm-fp8", "vllm-int8", "vllm-fp8-group", "sglang-fp8", "mxfp8", "ocp-mxfp8", "aiter-fp8"} <= set(
+            conventions)
+        # act_quant rounds the one-rounding norm of DeepSeek's own code to bf16: HF's Llama cast is not it
+        assert "deepseek-v3-fp8" not in conventions and "deepseek-v3.1-ue8m0" not in conventions
+    assert [c for _, c in FAMILIES["qwen3"].ops("add_quant")] == ["vllm-fp8", "vllm-int8", "aiter-fp8", "sglang-fp8"]
+
+
+def test_quantizing_sites_take_the_pre_linear_norms_only_when_swapped():
+    qwen3 = FAMILIES["qwen3"]
+    post = "model.layers.1.post_attention_layernorm"
+    assert qwen3.rule_for(post).kind == "norm"
+    assert qwen3.rule_for(post, ("quant",)).op == "rms_norm_quant"
+    assert qwen3.rule_for(post, ("quant",)).own_pair == ("rms_norm", "qwen3")  # what the model's own class is judged at
+    assert qwen3.rule_for(post, ("quant", "add_quant", "add")).kind == "add_quant"
+    assert qwen3.rule_for("model.norm", ("quant", "add_quant")).kind == "norm"  # lm_head is not quantized
+    assert qwen3.rule_for("model.layers.0.self_attn.q_norm", ("quant",)).kind == "qk"
+    # layer 0's input_layernorm has no add before it: a quant site when --quant is given, else a norm site
+    assert qwen3.first_rule("model.layers.0.input_layernorm", ("add_quant", "quant")).kind == "quant"
+    assert qwen3.first_rule("model.layers.0.input_layernorm", ("add_quant",)).kind == "norm"
+    assert qwen3.shadowed(("quant", "add_quant")) == {}
+    # --add's running sum passes every norm after a branch: quant alone would take them unfused
+    assert qwen3.unfused(("add", "quant")) == "quant" and qwen3.unfused(("add", "add_quant", "quant")) is None
+    assert qwen3.shadowed(("norm", "quant", "add")) == {"norm": ("quant", "add")}  # the final norm is --add's
 
 
 def test_the_issue_families_are_there():
@@ -51,5 +86,5 @@ def test_a_fused_kind_takes_its_modules_only_when_swapped():
     # input_layernorm is fused too; install() keeps the first one (layer 0's) a plain norm site
     assert qwen3.rule_for("model.layers.1.input_layernorm", ("add",)).first_plain
     assert qwen3.rule_for("model.layers.0.self_attn.q_norm", ("rope",)).op == "qk_norm_rope"
-    assert qwen3.shadowed(("qk", "rope")) == {"qk": "rope"}
+    assert qwen3.shadowed(("qk", "rope")) == {"qk": ("rope",)}
     assert qwen3.shadowed(("norm", "add")) == {}  # layer 0's input_layernorm stays a norm site

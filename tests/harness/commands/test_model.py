@@ -6,7 +6,9 @@ import json
 import pytest
 
 from normdiff.harness.commands import cli
-from normdiff.harness.commands.model import mutants
+from normdiff.harness.commands.model import mutants, site_pair
+from normdiff.harness.engine import model_run
+from normdiff.implementations.registry import get
 
 pytest.importorskip("transformers")
 
@@ -121,6 +123,11 @@ def test_a_command_in_any_language_takes_the_sites_and_the_run_replays(capsys, f
     (["--family", "qwen3", "--norm", "bwd-weight-twice"], "backward"),
     (["--mutants", "--family", "qwen3"], "without --family"),
     (["--family", "qwen3", "--qk", "numpy", "--rope", "numpy"], "--qk and --rope swap the same modules"),
+    (["--family", "gemma3", "--target", "quant=numpy"], "gemma3 has no quant sites"),
+    (["--family", "qwen3", "--target", "quant=numpy", "--quant-convention", "deepseek-v3-fp8"],
+     "its norm is not qwen3's"),
+    (["--family", "qwen3", "--norm", "numpy", "--quant-convention", "vllm-fp8"], "no quantizing sites are swapped"),
+    (["--family", "qwen3", "--add", "numpy", "--target", "quant=numpy"], "give --target add_quant=TARGET too"),
     (["--family", "qwen3", "--command", "./a.out"], "write KIND=CMD"),
     (["--family", "qwen3", "--norm", "numpy", "--command", "norm=./a.out"], "the sites of norm are given twice"),
     (["--family", "qwen3", "--command", "norm=/no/such/program"], "/no/such/program"),
@@ -134,17 +141,17 @@ def test_usage_errors_exit_2_and_say_what_to_fix(capsys, args, says):
     assert says in out + err
 
 
-def test_the_teaching_table_names_every_mutant_but_one_at_its_first_site():
+def test_the_teaching_table_names_every_mutant_but_two_at_its_first_site():
     table = mutants(tokens=128)
-    # the quantizing norms' mutants have no site in the families built here yet: said, not run
-    unsited = {r.mutant: r.why_not for r in table.rows if "_quant@" in r.why_not}
-    assert unsited and all(name.startswith("quant-") and "no site computes" in why for name, why in unsited.items())
+    # act_quant quantizes DeepSeek's own one-rounding norm; no HF family here computes that norm
+    unsited = {r.mutant: r.why_not for r in table.rows if not r.runs}
+    assert unsited == {"quant-amax-cap": "no site computes rms_norm_quant@deepseek-v3-fp8: no family built here has "
+                                         "the norm it quantizes"}
     rows = {r.mutant: r for r in table.rows if r.mutant not in unsited}
-    assert all(r.runs for r in rows.values()), [r.mutant for r in rows.values() if not r.runs]  # each has a site
     never = {name for name, r in rows.items() if not r.caught_in}
     # one-pass variance cancels only when |mean| / std >> 1 (> ~26 in fp32); this model's hidden states
-    # stay below 0.25 (the layer suite's mean_shift regime exposes it)
-    assert never == {"ln-one-pass-variance"}, never
+    # stay below 0.25 (the layer suite's mean_shift regime exposes it); no token's norm input is a zero row
+    assert never == {"ln-one-pass-variance", "quant-zero-row-nan"}, never
     for name, r in rows.items():
         for dtype in r.caught_in:  # every site of its kind is the mutant: the first one called is layer 0's
             first = r.runs[dtype].first_diverging
@@ -167,6 +174,40 @@ def test_the_teaching_table_names_every_mutant_but_one_at_its_first_site():
     rounded_first = rows["add-sum-rounded-first"].runs["bfloat16"]
     assert rounded_first.logits.identical and rounded_first.first_diverging is not None
     assert [s.path for s in rounded_first.own_out_of_budget][:1] == ["model.layers.0.post_attention_layernorm"]
+    # the quantizing mutants stand at vLLM's fused sites beside the correct quantizer of their convention
+    quant = {name: r for name, r in rows.items() if name.startswith("quant-")}
+    assert len(quant) == 10 and all(r.kind == "quant" and set(r.legal) == set(r.runs) for r in quant.values())
+    for name, r in quant.items():
+        for dtype, legal in r.legal.items():  # the format's own error: within budget, and it moves the logits
+            assert legal.agrees and not legal.logits.identical and legal.logits.nonfinite == 0, (name, dtype)
+    for name in ("quant-no-saturation", "quant-fnuz-max-448"):  # a code past the format's max is NaN, and travels
+        assert all(run.logits.nonfinite == run.logits.size for run in quant[name].runs.values()), name
+    for name in ("quant-scale-before-weight", "quant-e8m0-rounded-down", "quant-e8m0-nearest"):  # values clipped
+        assert all(run.logits.rel_l2 > quant[name].legal[d].logits.rel_l2 for d, run in quant[name].runs.items())
+    assert quant["quant-y-rounded-first"].caught_in == ["bfloat16", "float16"]  # a float32 y is not rounded again
+
+
+def test_a_quantizing_mutant_moves_the_logits_beyond_the_formats_own_error():
+    def run(worker, name, convention=None):
+        impl = get(name)
+        convention = convention or site_pair("qwen3", "quant", implemented=impl.op_conventions)[1]
+        return model_run.run("qwen3", {"quant": impl}, "bfloat16", 0, 16, worker=worker,
+                             conventions={"quant": convention})
+
+    with model_run.torch_worker(300) as worker:
+        correct, mutant = run(worker, "numpy", "sglang-fp8"), run(worker, "quant-scale-before-weight")
+    quantized = [s for s in correct.sites if s.kind == "quant"]
+    assert len(quantized) == 8
+    assert {s.convention for s in quantized + mutant.sites if s.kind == "quant"} == {"sglang-fp8"}
+    assert correct.agrees
+    # y in float32, rounded once to E4M3 (3 mantissa bits): at most half a step, 2^-4 of each normal value;
+    # a subnormal quotient's error (<= 2^-10 * scale) is below 1e-4 of a row whose amax is 448 * scale
+    assert all(0 < s.quant_error <= 2 ** -4 for s in quantized), [s.quant_error for s in quantized]
+    assert 0 < correct.logits.rel_l2  # the legal FP8 error reaches the logits
+    # the scale taken before the weight (gains up to 2): the weighted row's largest values clip at 448
+    assert mutant.first_diverging.path == "model.layers.0.input_layernorm"
+    assert max(s.quant_error for s in mutant.sites if s.kind == "quant") > 2 ** -4
+    assert mutant.logits.rel_l2 > correct.logits.rel_l2
 
 
 def test_the_parent_never_imports_torch_the_worker_runs_the_model():

@@ -21,8 +21,9 @@ OWN = {"qwen3": "hf-qwen3", "vllm-qwen3": "hf-qwen3", "qwen3.5": "hf-qwen3.5", "
 
 
 def _plain(family: str) -> list[str]:
-    """The kinds that are one module each (add and rope fuse two steps: no HF class is that call)."""
-    return [k for k in FAMILIES[family].kinds() if k not in ("add", "rope")]
+    """The kinds that are one module each (add and rope fuse two steps, quant and add_quant quantize:
+    no HF class is that call)."""
+    return list(FAMILIES[family].plain_kinds())
 
 
 def _own(family: str, kind: str) -> str:
@@ -86,7 +87,8 @@ def test_our_numpy_in_every_site_stays_within_every_budget(worker, family):
     assert run.logits.top1_agreement >= 0.9
 
 
-@pytest.mark.parametrize("family, kinds", [("qwen3", ("add", "rope")), ("vllm-qwen3", ("add",))])
+@pytest.mark.parametrize("family, kinds", [("qwen3", ("add", "rope")), ("vllm-qwen3", ("add",)),
+                                           ("vllm-qwen3", ("quant", "add_quant", "add"))])  # vLLM's FP8 decoder
 def test_our_numpy_in_the_fused_sites_stays_within_every_budget(worker, family, kinds):
     run = model_run.run(family, {kind: get("numpy") for kind in kinds}, "bfloat16", 0, 64, worker=worker)
     assert run.agrees, [(s.path, s.outcome, s.max_ulp, s.budget) for s in run.sites if not s.passing]
