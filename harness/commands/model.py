@@ -201,6 +201,9 @@ def site_for(impl: Implementation) -> tuple[str, str] | None:
 
 def why_unsited(impl: Implementation) -> str:
     pairs = ", ".join(f"{o}@{c}" for o, c in sorted(impl.op_conventions))
+    if any(operand.scalar for o, _ in impl.op_conventions for operand in get_op(o).operands):
+        return (f"no site computes {pairs}: it quantizes with the caller's calibrated per-tensor scale, which a "
+                "model run does not give")
     if any(get_op(o).quantizes for o, _ in impl.op_conventions):  # hf_model_families.fits says why
         return f"no site computes {pairs}: no family built here has the norm it quantizes"
     return f"no site computes {pairs} in the families normdiff model builds"

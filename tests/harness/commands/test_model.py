@@ -141,12 +141,15 @@ def test_usage_errors_exit_2_and_say_what_to_fix(capsys, args, says):
     assert says in out + err
 
 
-def test_the_teaching_table_names_every_mutant_but_two_at_its_first_site():
+def test_the_teaching_table_names_every_mutant_it_can_site_but_two_at_its_first_site():
     table = mutants(tokens=128)
     # act_quant quantizes DeepSeek's own one-rounding norm; no HF family here computes that norm
     unsited = {r.mutant: r.why_not for r in table.rows if not r.runs}
+    static = ("it quantizes with the caller's calibrated per-tensor scale, which a model run does not give")
     assert unsited == {"quant-amax-cap": "no site computes rms_norm_quant@deepseek-v3-fp8: no family built here has "
-                                         "the norm it quantizes"}
+                                         "the norm it quantizes",
+                       "quant-static-scale-multiplied": f"no site computes rms_norm_quant_static@vllm-fp8-static: {static}",
+                       "quant-nvfp4-scale-unclamped": f"no site computes rms_norm_quant_static@nvfp4: {static}"}
     rows = {r.mutant: r for r in table.rows if r.mutant not in unsited}
     never = {name for name, r in rows.items() if not r.caught_in}
     # one-pass variance cancels only when |mean| / std >> 1 (> ~26 in fp32); this model's hidden states
