@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from normdiff.harness.data import knobs as K
 from normdiff.harness.data.contracts import Contract
 from normdiff.harness.data.conventions import defining, get_contract
 from normdiff.harness.data.errors import UsageError
-from normdiff.harness.data.ops import OPS
+from normdiff.harness.data.ops.record import WEIGHTED_KNOBS
 
 # kind -> what its option swaps in (the CLI's --KIND help)
 KINDS = {
@@ -106,12 +107,13 @@ class SiteRule:
 # DeepSeek's own norm (one rounding), which HF's DeepseekV3RMSNorm (the Llama cast) is not: no
 # family built here fits deepseek-v3-fp8, and `normdiff model` says so rather than mixing them.
 _FREE = ("eps", "cast")
+NORM_KNOBS = K.in_groups(WEIGHTED_KNOBS)  # a weighted norm's knobs: the statistic and the gain (no residual's)
 
 
 def fits(quantizing: Contract, norm: Contract) -> bool:
     """Whether a quantizing contract's norm part is the family norm's (the comment above)."""
     free = _FREE if quantizing.quant_input == "float32" else _FREE[:1]
-    return all(getattr(quantizing, k) == getattr(norm, k) for k in OPS["rms_norm"].knobs if k not in free)
+    return all(getattr(quantizing, k) == getattr(norm, k) for k in NORM_KNOBS if k not in free)
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,9 @@ def code(text) -> str:
 
 
 def breakable(text) -> str:
-    """Escaped text that may wrap after each '/' (case ids are long and have no spaces)."""
-    return esc(text).replace("/", "/<wbr>")
+    """Escaped text that may wrap after each '/' and '@' (case ids are long and have no spaces:
+    add_rms_norm_quant_static@flashinfer-fp8-static alone is wider than a narrow column)."""
+    return esc(text).replace("/", "/<wbr>").replace("@", "@<wbr>")
 
 
 def case_cell(case_id, implementation, replays: dict | None = None) -> str:

@@ -156,7 +156,7 @@ def call_of(case_id: str, outputs: dict, impl: str) -> Call | None:
 
 def call_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per call: its q case's row, with its scale case's judgement beside it (scale_outcome,
-    scale_ratio, scale_off) and `outcome` the call's: disagreeing where either output is (the q's
+    call_scale_ratio, scale_off) and `outcome` the call's: disagreeing where either output is (the q's
     own in q_outcome)."""
     q = rows[rows[C.output] == "q"].copy()
     scale = rows[rows[C.output] == "scale"]
@@ -164,7 +164,7 @@ def call_rows(rows: pd.DataFrame) -> pd.DataFrame:
     found = [by_call.get(Case.from_id(cid).call_id, {}) for cid in q[C.case_id]]
     q["q_outcome"] = q[C.outcome]
     q["scale_outcome"] = [s.get(C.outcome, "") for s in found]
-    q["scale_ratio"] = [s.get(C.scale_ratio, np.nan) for s in found]
+    q["call_scale_ratio"] = [s.get(C.scale_ratio, np.nan) for s in found]
     q["scale_off"] = [s.get(C.off_chain, np.nan) for s in found]
     scale_caught = q["scale_outcome"].isin(DISAGREEING) & ~q["q_outcome"].isin(DISAGREEING)
     q[C.outcome] = np.where(scale_caught, q["scale_outcome"], q["q_outcome"])
@@ -177,7 +177,7 @@ def described(row) -> str:
     return (f"q: {row['q_outcome']}{f', {nan} NaN or Inf' if nan else ''}, rel_l2 "
             f"{number(row[C.rel_l2], missing='nan')} and cosine {number(row[C.cosine], 6, missing='nan')} "
             f"of q * scale to the exact y; scale: {row['scale_outcome'] or 'not judged'}, "
-            f"{number(row['scale_ratio'], 4, missing='nan')} x the contract's")
+            f"{number(row['call_scale_ratio'], 4, missing='nan')} x the contract's")
 
 
 def judged(rows: pd.DataFrame, indent: str = "  ") -> list[str]:
@@ -193,7 +193,7 @@ def judged(rows: pd.DataFrame, indent: str = "  ") -> list[str]:
     bad = int(calls[C.nan_count].sum() + calls[C.inf_count].sum())
     lines = []
     if len(scales):
-        lines.append(f"{indent}its scale: {_span(scales['scale_ratio'], 4)} x the contract's (each case's median), "
+        lines.append(f"{indent}its scale: {_span(scales['call_scale_ratio'], 4)} x the contract's (each case's median), "
                      f"{_span(scales['scale_off'], percent=True)} of a case's scales outside what a legal "
                      f"float32 pipeline gives; caught on {s_caught}/{len(scales)}")
     lines.append(f"{indent}its q, judged with its own scale: {_span(calls[C.off_chain], percent=True)} of a case's "

@@ -11,6 +11,7 @@ import numpy as np
 
 from normdiff.cases.model import Case
 from normdiff.harness.engine import quant_judge
+from normdiff.harness.engine.columns import C
 from normdiff.implementations.entry import Implementation
 
 
@@ -23,7 +24,7 @@ def script(case: Case, impl: Implementation, replayed, code: str, needs: str, li
     ref = prepare(case, [case]).expected["q"].ref
     c, fmt = case.contract, ref.fmt
     arrays = "\n".join(f"    {name!r}: {literal(a)}," for name, a in inputs.arrays.items())
-    seen = f"\nnormdiff measured: {replayed.row['outcome']}" if replayed is not None else ""
+    seen = f"\nnormdiff measured: {replayed.row[C.outcome]}" if replayed is not None else ""
     constants = {
         "FORMAT": fmt.name, "FORMAT_MAX": fmt.max, "FORMAT_LOW": fmt.low, "MANTISSA_BITS": fmt.mantissa_bits,
         "MIN_EXPONENT": fmt.min_exponent, "OVERFLOW": fmt.overflow, "SATURATE": bool(c.saturate),

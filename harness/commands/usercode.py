@@ -6,7 +6,9 @@ its source parsed once by implementations/target.py (`locate`), which also decid
 explicit backward and whether it is a class; its framework is decided here, in the parent, from that
 parsed source, never importing torch or JAX just to find out:
   1. a module of a framework itself (`mlx.core.fast`, `keras.ops`, `flax.nnx`) is that framework's;
-  2. a class defined in the file is its bases' framework (`nn.Module` with `from torch import nn`);
+  2. a file that imports triton (or liger_kernel) at top level is Triton's: it launches kernels on
+     torch tensors, and a torch module or autograd.Function there is their launcher;
+  2b. a class defined in the file is its bases' framework (`nn.Module` with `from torch import nn`);
   3. otherwise the frameworks the file imports *at top level* (an import inside a function is lazy
      and says nothing about what the target takes); none means NumPy;
   4. when the file imports several, or the module is compiled, the target is called once in a
@@ -63,10 +65,12 @@ def detect_framework(target: UserTarget, op: str) -> str:
     if not target.module and first not in _top_level_names(tree) | set(imports):
         defined = sorted(_top_level_names(tree))
         raise TargetError(f"{target.source} defines no {first!r}; it defines: {', '.join(defined) or 'nothing'}")
+    found = list(dict.fromkeys(f for f in map(_framework_of_module, imports.values()) if f))
+    if "triton" in found:  # its kernels are launched on torch tensors: a torch module there is their launcher
+        return "triton"
     by_base = _framework_of_class(tree, first, imports)
     if by_base:
         return by_base
-    found = list(dict.fromkeys(f for f in map(_framework_of_module, imports.values()) if f))
     if len(found) > 1:
         return probe(target, op, found)
     return found[0] if found else "numpy"

@@ -75,7 +75,8 @@ def test_every_table_can_be_as_narrow_as_the_page(long_report):
         width, runs = narrowest(table)
         assert width <= CONTENT, (width, runs)
     # the long ids are there, wrapping after each '/'
-    assert f'<span class="case">{long_report.results["case_id"].iloc[0].replace("/", "/<wbr>")}</span>' in page
+    shown_id = long_report.results["case_id"].iloc[0].replace("/", "/<wbr>").replace("@", "@<wbr>")
+    assert f'<span class="case">{shown_id}</span>' in page
 
 
 MEASURE = """<script>
