@@ -129,14 +129,16 @@ def _bfloat16(interpreter) -> None:
         return interpreter.TensorHandle(to_bf16_bits(exact.astype(np.float32)), tl.bfloat16)  # (a tie: rare)
 
     def cast_impl(self, src, dst_type):
-        return _cast(src, dst_type, interpreter, tl) or cast(self, src, dst_type)
+        done = _cast(src, dst_type, interpreter, tl)  # (a TensorHandle's truth is its data's .all())
+        return done if done is not None else cast(self, src, dst_type)
 
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
         from triton._C.libtriton import ir
 
         if rounding_mode == ir.ROUNDING_MODE.RTZ:  # toward zero: the interpreter's own truncation
             return fp_to_fp(self, src, dst_type, rounding_mode)
-        return _cast(src, dst_type, interpreter, tl) or fp_to_fp(self, src, dst_type, rounding_mode)
+        done = _cast(src, dst_type, interpreter, tl)
+        return done if done is not None else fp_to_fp(self, src, dst_type, rounding_mode)
 
     builder.binary_op, builder.unary_op, builder.ternary_op = binary_op, unary_op, ternary_op
     builder.create_fma, builder.cast_impl, builder.create_fp_to_fp = create_fma, cast_impl, create_fp_to_fp
@@ -146,28 +148,26 @@ _BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.left_shift, np.rig
 
 
 def _cast(src, dst_type, interpreter, tl):
-    """A cast to or from bf16 or to fp8, rounded to nearest even (fp8 saturating); None for a cast
-    the interpreter already does right (between NumPy's own types, and the widenings)."""
+    """A cast to or from bf16, or to fp8, rounded to nearest even (fp8 saturating); None for a cast
+    the interpreter already does right (between NumPy's own types, and widenings from fp8)."""
     src_ty, dst_ty = src.dtype.scalar, dst_type.scalar
     fp8 = _FP8.get(getattr(dst_ty, "name", ""))
-    if src_ty == dst_ty or not (src_ty == tl.bfloat16 or dst_ty == tl.bfloat16 or fp8 is not None):
+    if src_ty == dst_ty or getattr(src_ty, "name", "") in _FP8:
         return None
-    if src_ty.name in _FP8 or (fp8 is not None and src_ty == tl.bfloat16 and False):
+    if not (src_ty == tl.bfloat16 or dst_ty == tl.bfloat16 or fp8 is not None):
         return None
     values = to_float32(src.data) if src_ty == tl.bfloat16 else src.data
-    if src_ty.name in _FP8:
-        return None
     if dst_ty == tl.bfloat16:
         if src_ty.is_int():  # an integer to bf16: rounded once from its exact value
-            return interpreter.TensorHandle(np.asarray(values, dtype=np.float64).astype(ml_dtypes.bfloat16)
-                                            .view(np.uint16), tl.bfloat16)
+            exact = np.asarray(values, dtype=np.float64)
+            return interpreter.TensorHandle(exact.astype(ml_dtypes.bfloat16).view(np.uint16), tl.bfloat16)
         return interpreter.TensorHandle(to_bf16_bits(values), tl.bfloat16)
     if fp8 is not None:
         info = ml_dtypes.finfo(fp8)
         clipped = np.clip(np.asarray(values, dtype=np.float32), float(info.min), float(info.max))  # satfinite
         return interpreter.TensorHandle(clipped.astype(fp8).view(np.uint8), dst_ty)
-    # from bf16 to another type: its exact float32 value, then NumPy's cast (float: exact or
-    # nearest even; an integer: toward zero, as the GPU's cvt.rzi)
+    # from bf16 to another type: its exact float32 value, then NumPy's cast (to a float: exact or
+    # nearest even; to an integer: toward zero, as the GPU's cvt.rzi)
     return interpreter.TensorHandle(values.astype(interpreter._get_np_dtype(dst_ty)), dst_ty)
 
 
@@ -235,7 +235,7 @@ _FUNCTIONS = {
     "acos": np.arccos, "atan": np.arctan, "fabs": np.abs, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
     "trunc": np.trunc, "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), "rint": np.rint,
     "nearbyint": np.rint, "erf": np.vectorize(math.erf, otypes=[np.float64]),
-    "erfc": np.vectorize(math.erfc, otypes=[np.float64]), "pow": np.power, "powf": np.power, "fmin": np.fmin,
+    "erfc": np.vectorize(math.erfc, otypes=[np.float64]), "pow": np.power, "fmin": np.fmin,
     "fmax": np.fmax, "fmod": np.fmod, "atan2": np.arctan2, "hypot": np.hypot, "div": np.divide,
     "fdividef": np.divide, "rcp": lambda x: 1.0 / x, "fma": lambda x, y, z: x * y + z, "copysign": np.copysign,
     "signbit": np.signbit, "isnan": np.isnan, "isinf": np.isinf, "finitef": np.isfinite, "isfinited": np.isfinite,
@@ -281,3 +281,40 @@ def _extern(interpreter) -> None:
         return interpreter.TensorHandle(out.astype(interpreter._get_np_dtype(ret)), ret)
 
     interpreter.InterpreterBuilder.create_extern_elementwise = create_extern_elementwise
+    _libdevice(interpreter)
+
+
+def _libdevice(interpreter) -> None:
+    """Make the libdevice functions callable from an interpreted kernel: `extra.libdevice`'s are
+    stubs the compiler swaps for the backend's (in the interpreter they return None), and the
+    backends' (`extra.cuda.libdevice`, `extra.hip.libdevice`) need the semantic the compiler passes.
+    Each becomes the backend function called with the interpreter's semantic, which reaches
+    create_extern_elementwise above. Done before a user's module imports them by name."""
+    import importlib
+
+    import triton.language.core as core
+
+    semantic = interpreter.interpreter_semantic
+    backends = []
+    for name in ("cuda", "hip"):
+        try:
+            backends.append(importlib.import_module(f"triton.language.extra.{name}.libdevice"))
+        except ImportError:
+            continue
+    stub = importlib.import_module("triton.language.extra.libdevice")
+
+    def bound(function):
+        def call(*args, **kwargs):
+            kwargs.pop("_semantic", None)
+            return function(*args, _semantic=semantic, **kwargs)
+        call.__name__ = call.__qualname__ = function.__name__
+        return call
+
+    for module in backends:
+        for name, member in vars(module).copy().items():
+            if core.is_builtin(member):
+                setattr(module, name, bound(member))
+    for name in [n for n, m in vars(stub).items() if callable(m) and not n.startswith("_")]:
+        real = next((getattr(b, name) for b in backends if hasattr(b, name)), None)
+        if real is not None:
+            setattr(stub, name, real)

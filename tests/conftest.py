@@ -18,8 +18,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Set before any test module imports jax_own (which reads it at import): tests never write into the
-# user's ~/.cache, and repeated local runs reuse compiled JAX programs from the ignored .pytest_cache.
+# user's ~/.cache, and repeated local runs reuse compiled JAX programs (and tinygrad's kernels) from
+# the ignored .pytest_cache.
 os.environ.setdefault("NORMDIFF_JAX_CACHE", str(Path(__file__).parent.parent / ".pytest_cache" / "normdiff-jax"))
+os.environ.setdefault("NORMDIFF_TINYGRAD_CACHE", str(Path(__file__).parent.parent / ".pytest_cache" / "normdiff-tinygrad"))
 
 from normdiff.cases.model import Case  # noqa: E402
 from normdiff.cases.suites import Suite  # noqa: E402

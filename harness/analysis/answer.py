@@ -45,6 +45,9 @@ def diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis.
     backward = {cid: out for cid, out in outputs.items() if Case.from_id(cid).pass_ == "backward"}
     forward = {cid: out for cid, out in outputs.items() if cid not in backward}
     found = diagnosis.diagnose(forward, op, convention) if forward else diagnosis.Diagnosis()
+    tail = diagnosis.masked_tail_match(list(outputs), agreeing)
+    if tail is not None:  # no contract knob says it: before what the numbers come closest to
+        found.matches = [tail] + found.matches[:4]
     # a backward-only bug is considered only where the forward agrees: a wrong forward explains its
     # own gradients too (the derivative of a wrong function), and is the bug to name first
     if backward and not forward:

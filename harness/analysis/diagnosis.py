@@ -414,6 +414,34 @@ def layout_match(disagreeing: list[str], agreeing) -> Match | None:
                  "a stride-0 weight", frozenset(range(len(twinned))))
 
 
+MASKED_TAIL = "masked-tail"
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def masked_tail_match(disagreeing: list[str], agreeing) -> Match | None:
+    """The fault no contract knob names: right at every power-of-two width, wrong at the others. A
+    kernel tiles a row in power-of-two blocks, and only a width that is not one leaves a block's
+    tail masked: code that lets those lanes into a sum or a max (a load's `other` that is not the
+    reduction's identity) or that stores them is wrong there alone. A Match when every disagreeing
+    case is of such a width and some case of a power-of-two width agrees; None otherwise."""
+    cases = [Case.from_id(cid) for cid in disagreeing]
+    span = lambda c: c.head_dim if c.num_heads > 1 else c.width  # noqa: E731  (a head is its own row)
+    if not cases or any(_power_of_two(span(c)) for c in cases):
+        return None
+    if not any(_power_of_two(span(Case.from_id(cid))) for cid in agreeing):
+        return None
+    widths = sorted({span(c) for c in cases})
+    return Match(MASKED_TAIL, {"widths": widths}, len(cases), len(cases), 0.0,
+                 f"yours: wrong at widths that are not a power of two ({', '.join(map(str, widths))}), right at "
+                 "every power of two; the convention: the same at any width (a masked lane takes no part: load it "
+                 "as the reduction's identity, 0 for a sum, and never store it)",
+                 "a block's masked tail taken into the statistic or written out: as a kernel whose load gives "
+                 "the lanes past the row's end a value that is not 0", frozenset(range(len(cases))))
+
+
 def input_written_match(details: dict[str, str]) -> Match | None:
     """The fault no contract knob names: the call wrote into an input it was given (the worker
     compares every input's bits before and after the call; harness/engine/worker.py). A Match for the

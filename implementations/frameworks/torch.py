@@ -148,7 +148,7 @@ def differentiate(forward, arrays: dict, dy: np.ndarray, params: dict) -> dict:
 FRAMEWORK = Framework("torch", modules=("torch",), extra="torch", distributions=("torch",),
                       libraries={"transformers": "hf"}, user_code=True,
                       # torch, and the libraries built on it that a norm class is imported from
-                      detect=("torch", "transformers", "apex", "liger_kernel", "timm", "vllm", "sglang", "megatron",
+                      detect=("torch", "transformers", "apex", "timm", "vllm", "sglang", "megatron",
                               "flash_attn", "xformers", "fairseq"),
                       array_types=("torch",), to_numpy=to_numpy, from_numpy=from_numpy, strides=True,
                       module_types=("torch.nn",), prepare_module=prepare_module, weights=weights,

@@ -126,3 +126,17 @@ def test_a_diagnosis_reworded_for_a_convention_of_the_same_contract_names_it_eve
     # a name that merely contains another convention's name is not touched
     other = diagnosis.reworded(diagnosis.Diagnosis([pair], [], 4), "qwen3", "llama")
     assert other.matches[0].name == pair.name and other.matches[0].fix == pair.fix
+
+
+def test_a_masked_tail_is_named_only_when_every_power_of_two_width_agrees():
+    """Wrong at widths that are not a power of two and right at every power of two: a kernel's
+    masked tail (diagnosis.masked_tail_match); any disagreeing power-of-two width, or no agreeing one,
+    is something else."""
+    bad = ["rms_norm@qwen3/bf16/8x769/normal/w=trained", "rms_norm@qwen3/fp32/4x200/normal/w=trained"]
+    good = ["rms_norm@qwen3/bf16/8x1024/normal/w=trained"]
+    found = diagnosis.masked_tail_match(bad, good)
+    assert found.name == "masked-tail" and found.changes == {"widths": [200, 769]} and found.share == 1.0
+    assert diagnosis.masked_tail_match(bad + good, []) is None
+    assert diagnosis.masked_tail_match(bad, ["rms_norm@qwen3/bf16/8x123/normal/w=trained"]) is None
+    heads = ["qk_norm@qwen3/bf16/4x8x96/normal/w=trained"]  # a head is the row a QK-norm kernel tiles
+    assert diagnosis.masked_tail_match(heads, ["qk_norm@qwen3/bf16/4x6x128/normal/w=trained"]).changes == {"widths": [96]}

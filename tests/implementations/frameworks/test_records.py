@@ -2,6 +2,7 @@
 extra each names (pyproject.toml) at the version constraints.txt pins."""
 from __future__ import annotations
 
+import os
 import importlib.util
 import subprocess
 import sys
@@ -19,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_every_file_in_the_folder_is_a_framework():
     files = {p.stem for p in (ROOT / "implementations" / "frameworks").glob("*.py")} - {"__init__", "record"}
-    assert set(FRAMEWORKS) == files == {"numpy", "torch", "jax", "mlx", "keras", "tinygrad", "onnxruntime", "command"}
+    assert set(FRAMEWORKS) == files == {"numpy", "torch", "jax", "mlx", "keras", "tinygrad", "onnxruntime", "command",
+                                        "triton"}
     assert list(FRAMEWORKS)[0] == "numpy"
-    assert user_frameworks() == ("numpy", "jax", "keras", "mlx", "onnxruntime", "tinygrad", "torch")
+    assert user_frameworks() == ("numpy", "jax", "keras", "mlx", "onnxruntime", "tinygrad", "torch", "triton")
     assert get_framework("command").worker == "command" and not get_framework("command").user_code
     with pytest.raises(ValueError, match="unknown framework 'tensorflow'"):
         get_framework("tensorflow")
@@ -102,3 +104,21 @@ def test_onnxruntime_feeds_and_returns_bf16_bits_through_io_binding():
 def test_numpy_arrays_and_plain_values_pass_through():
     assert to_numpy(BF16) is BF16 or np.array_equal(to_numpy(BF16).view(np.uint16), BF16.view(np.uint16))
     assert to_numpy([1.0, 2.0]).dtype == np.float64
+
+
+def test_tinygrads_kernel_cache_is_a_file_per_compiler_and_can_be_turned_off(monkeypatch, tmp_path):
+    from normdiff.implementations.frameworks import tinygrad
+
+    for name in ("CACHELEVEL", "CACHEDB", "CC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(tinygrad.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(tinygrad, "_compiler", lambda: "cc")
+    tinygrad.setup()
+    assert os.environ["CACHEDB"].startswith(str(tmp_path)) and "CACHELEVEL" not in os.environ
+    monkeypatch.setenv("CC", "gcc")  # another compiler: another file
+    other = tinygrad._cache_file("gcc")
+    assert other != os.environ["CACHEDB"]
+    monkeypatch.delenv("CACHEDB")
+    monkeypatch.setenv(tinygrad.CACHE_ENV, "")  # no cache
+    tinygrad.setup()
+    assert os.environ["CACHELEVEL"] == "0" and "CACHEDB" not in os.environ
