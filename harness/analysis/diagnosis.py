@@ -406,12 +406,12 @@ def layout_match(disagreeing: list[str], agreeing) -> Match | None:
     if not twinned:
         return None
     shown = sorted({c.layout for c in twinned})
-    return Match(LAYOUT_DEPENDENT, {"layout": shown}, len(twinned), len(cases), 0.0,
+    return _structural(LAYOUT_DEPENDENT, {"layout": shown}, len(twinned), len(cases),
                  f"yours: wrong when its arrays are {', '.join(shown)} in memory, right on the same values "
                  "contiguous; the convention: the same output whatever the strides (read through the strides, "
                  "or make the input contiguous first)",
                  "reads memory as if it were contiguous (as a kernel handed a raw pointer does), or mishandles "
-                 "a stride-0 weight", frozenset(range(len(twinned))))
+                 "a stride-0 weight")
 
 
 MASKED_TAIL = "masked-tail"
@@ -434,12 +434,12 @@ def masked_tail_match(disagreeing: list[str], agreeing) -> Match | None:
     if not any(_power_of_two(span(Case.from_id(cid))) for cid in agreeing):
         return None
     widths = sorted({span(c) for c in cases})
-    return Match(MASKED_TAIL, {"widths": widths}, len(cases), len(cases), 0.0,
+    return _structural(MASKED_TAIL, {"widths": widths}, len(cases), len(cases),
                  f"yours: wrong at widths that are not a power of two ({', '.join(map(str, widths))}), right at "
                  "every power of two; the convention: the same at any width (a masked lane takes no part: load it "
                  "as the reduction's identity, 0 for a sum, and never store it)",
                  "a block's masked tail taken into the statistic or written out: as a kernel whose load gives "
-                 "the lanes past the row's end a value that is not 0", frozenset(range(len(cases))))
+                 "the lanes past the row's end a value that is not 0")
 
 
 def input_written_match(details: dict[str, str]) -> Match | None:
@@ -452,13 +452,18 @@ def input_written_match(details: dict[str, str]) -> Match | None:
         return None
     names = sorted({d.split("'")[1] for d in written.values() if d.count("'") >= 2})
     what = ", ".join(names) or "an input"
-    return Match(INPUT_WRITTEN, {"inputs": names}, len(written), len(details), 0.0,
+    return _structural(INPUT_WRITTEN, {"inputs": names}, len(written), len(details),
                  f"yours: writes into {what} while computing the output (the caller's tensor is overwritten: "
                  "a residual stream, a cached activation); the convention: inputs are read only (compute into "
                  "a new tensor: out-of-place ops, or a copy before an in-place one; an upcast such as .float() "
                  "is the same tensor when the input is already float32)",
                  f"the output may be right, but {what} comes back changed: an in-place op on the input or on an "
-                 "upcast that is a no-op for its dtype", frozenset(range(len(written))))
+                 "upcast that is a no-op for its dtype")
+
+
+def _structural(name: str, changes: dict, matched: int, of: int, fix: str, symptom: str) -> Match:
+    """A fault no contract knob names, matching its first `matched` of `of` cases exactly."""
+    return Match(name, changes, matched, of, 0.0, fix, symptom, frozenset(range(matched)))
 
 
 def _rank(m: Match):
