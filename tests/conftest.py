@@ -40,11 +40,13 @@ def fixtures_dir() -> Path:
 # for its whole length. Scheduling only: measured serially on the 2-core machine, 2026-12-01
 # (test_reliability 200 s, test_check_frameworks 153, test_check 112, test_mutants 98,
 # test_check_thirdparty 51; every other module under 35 s), and the modules added on 2026-12-05 by a
-# full run's --durations (test_identify about 110 s, test_model 90, the reliability modules 30-50 each).
+# full run's --durations (test_identify about 110 s, test_model 90, the reliability modules 30-50 each);
+# the corpus (about 340 s in all, in 8 classes of ~40 s that loadscope deals out one by one) before
+# the short modules, which then fill the end evenly (it ran last before: one core idle at the end).
 LONGEST_FIRST = ("tests/test_reliability.py", "tests/harness/commands/test_identify.py",
                  "tests/harness/commands/test_check_frameworks.py", "tests/harness/commands/test_check.py",
                  "tests/implementations/test_mutants.py", "tests/harness/commands/test_model.py",
-                 "tests/test_reliability_inputs.py", "tests/test_reliability_output.py",
+                 "tests/test_corpus.py", "tests/test_reliability_inputs.py", "tests/test_reliability_output.py",
                  "tests/harness/commands/test_check_thirdparty.py", "tests/test_reliability_weak.py",
                  "tests/docs/test_notebook.py")
 

@@ -45,7 +45,7 @@ def _gets_what_a_user_should(entry):
 # Each entry is a `normdiff check` of its own (seconds to tens of seconds): the entries are dealt to
 # SHARDS classes, which `make test`'s xdist --dist loadscope sends to different workers (one module
 # would keep them all on one)
-SHARDS = 4
+SHARDS = 8
 
 
 def _shard(k: int) -> list:

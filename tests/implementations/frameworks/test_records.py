@@ -109,8 +109,9 @@ def test_numpy_arrays_and_plain_values_pass_through():
 def test_tinygrads_kernel_cache_is_a_file_per_compiler_and_can_be_turned_off(monkeypatch, tmp_path):
     from normdiff.implementations.frameworks import tinygrad
 
-    for name in ("CACHELEVEL", "CACHEDB", "CC"):
-        monkeypatch.delenv(name, raising=False)
+    for name in ("CACHELEVEL", "CACHEDB", "CC"):  # (set first: monkeypatch restores what setup() writes)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setenv(tinygrad.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(tinygrad, "_compiler", lambda: "cc")
     tinygrad.setup()
