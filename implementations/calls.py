@@ -233,11 +233,18 @@ def default_call(fn, record: Op, shown: str, call: tuple[str, ...] | None = None
                                       "; say how to call it with --call, e.g. --call 'f(x, weight, eps=eps)'"))
 
 
+def _by_precedence(names) -> list[str]:
+    """Op names in the order their aliases are claimed: ALIASES' order (a tensor_scale claims `scale`
+    before the weight does), names without aliases last."""
+    order = list(ALIASES)
+    return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
+
 def _meaning(param_name: str, call: tuple[str, ...] | None = None) -> str | None:
     """The op name a parameter's name stands for (ALIASES), if any: among the names of `call`
     first, where it is given (the op's own: `scale` is the weight unless the op takes a tensor_scale)."""
-    names = [n for n in ALIASES if call is not None and n in call] + [n for n in ALIASES]
-    return next((op_name for op_name in names if param_name in ALIASES[op_name]), None)
+    names = _by_precedence(call or ()) + list(ALIASES)
+    return next((op_name for op_name in names if param_name in ALIASES.get(op_name, ())), None)
 
 
 def _positions_agree(positional, names) -> bool:
@@ -274,7 +281,7 @@ def _keyword_template(params, by_name: dict[str, str], sizes: dict[str, Arg] | N
 def _bind_by_name(params, wanted) -> dict[str, str]:
     """op name -> parameter name, for the op names some parameter's name means."""
     found = {}
-    for name in sorted(wanted, key=lambda n: n != "tensor_scale"):  # (it claims `scale` first: ALIASES)
+    for name in _by_precedence(wanted):
         for alias in ALIASES.get(name, (name,)):
             match = next((p for p in params if p.name == alias and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)),
                          None)

@@ -53,7 +53,7 @@ from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.inputs import positive, whole
 from normdiff.harness.data.names import resolve, several
-from normdiff.harness.data.ops import CASE, OPS, PASSES, get_op
+from normdiff.harness.data.ops import OPS, PASSES, get_op
 
 __all__ = ["cases", "case_ids", "op_conventions", "dtypes", "shapes_for", "input_regimes", "operand_regimes",
            "eps_values", "layouts", "samples", "block_of", "drawable", "PAIRS", "DTYPES", "REGIME_PARAMETERS", "EPS_VALUES"]
@@ -220,7 +220,7 @@ def operand_regimes(op: str, constant_per_case: bool = False) -> st.SearchStrate
     for operand in record.chosen:
         table = list(_regimes.TABLES[operand.table])
         ordered = [operand.default] + [r for r in table if r != operand.default]
-        if constant_per_case and operand.per == CASE and not operand.scalar:
+        if constant_per_case and operand.per_case_array:
             ordered = [r for r in ordered if r in _layouts.CONSTANT_WEIGHTS]
         parts.append(st.sampled_from(ordered).map(lambda regime, name=operand.name: (name, regime)))
     return st.tuples(*parts)
@@ -318,7 +318,7 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
     x_regimes = {}
     for o in dict.fromkeys(p[0] for p in chosen_pairs):
         names = _regime_names(o, wanted_regimes)
-        if names and not (only_per_case and not any(d.per == CASE and not d.scalar for d in OPS[o].chosen)):
+        if names and not (only_per_case and not any(d.per_case_array for d in OPS[o].chosen)):
             x_regimes[o] = st.sampled_from(names)
     chosen_pairs = tuple(p for p in chosen_pairs if p[0] in x_regimes)
     if not chosen_pairs:
@@ -338,7 +338,7 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
             # what a stride-0 operand is drawn as when its drawn regime varies: its default if that
             # is constant (a bias' zeros), else the first constant one (a weight's ones)
             constant[operand.name] = next((r for r in table if r in _layouts.CONSTANT_WEIGHTS), None)
-            if only_per_case and operand.per == CASE and not operand.scalar:
+            if only_per_case and operand.per_case_array:
                 table = [r for r in table if r in _layouts.CONSTANT_WEIGHTS]
             tables[operand.name] = table
     drawn_ops = [OPS[o] for o in x_regimes]
@@ -376,7 +376,7 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
         index = draw(output_strategy)
         sample = draw(sample_strategy)
         choices = tuple((o.name, tables[o.name][pick % len(tables[o.name])]) for o, pick in zip(record.chosen, picks))
-        per_case = [o.name for o in record.chosen if o.per == CASE and not o.scalar]
+        per_case = [o.name for o in record.chosen if o.per_case_array]
         if _layouts.LAYOUTS[layout].moves == _layouts.PER_CASE:
             if not per_case:  # nothing to lay out with stride 0 (an L2 norm has no weight)
                 layout = next(n for n in layout_names if _layouts.LAYOUTS[n].moves != _layouts.PER_CASE)

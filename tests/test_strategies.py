@@ -31,7 +31,7 @@ def test_every_case_drawn_is_valid_and_replays_from_its_id(case):
     if "num_heads" not in record.dims:
         assert case.num_heads == 1
     if layouts.LAYOUTS[case.layout].moves == layouts.PER_CASE:
-        assert {case.choice(o.name) for o in record.operands if o.per == CASE and not o.scalar} <= set(layouts.CONSTANT_WEIGHTS)
+        assert {case.choice(o.name) for o in record.operands if o.per_case_array} <= set(layouts.CONSTANT_WEIGHTS)
     if case.dy:
         assert case.output in record.gradients
     if record.quantizes:  # forward only, a whole number of its blocks wide
@@ -59,7 +59,7 @@ def test_the_arguments_narrow_every_draw(case):
 def test_only_broadcast_draws_constant_weights_and_ops_that_have_one(case):
     assert case.layout == "broadcast"
     assert any(o.per == CASE for o in OPS[case.op].operands)
-    assert {case.choice(o.name) for o in OPS[case.op].operands if o.per == CASE and not o.scalar} <= set(layouts.CONSTANT_WEIGHTS)
+    assert {case.choice(o.name) for o in OPS[case.op].operands if o.per_case_array} <= set(layouts.CONSTANT_WEIGHTS)
 
 
 def test_head_regimes_only_for_ops_with_heads():

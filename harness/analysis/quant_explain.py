@@ -146,7 +146,7 @@ def call_of(case_id: str, outputs: dict, impl: str) -> Call | None:
     ref = prepare(case).expected["q"].ref
     try:
         values = quant.decode(q, ref.fmt)
-        given = quant_judge.scale_shaped(quant.decode(scale, quant_judge.scale_encoding(scale, ref)), ref)
+        given = quant_judge.scale_shaped(quant.decode(scale, quantize.scale_encoding(scale, ref.contract)), ref)
     except (ValueError, TypeError):
         return None
     if values.shape != ref.y.shape:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from normdiff.cases.model import Case
+from normdiff.harness.data.ops import quantize
 from normdiff.harness.engine import quant_judge
 from normdiff.harness.engine.columns import C
 from normdiff.implementations.entry import Implementation
@@ -28,10 +29,9 @@ def script(case: Case, impl: Implementation, replayed, code: str, needs: str, li
     constants = {
         "FORMAT": fmt.name, "FORMAT_MAX": fmt.max, "FORMAT_LOW": fmt.low, "MANTISSA_BITS": fmt.mantissa_bits,
         "MIN_EXPONENT": fmt.min_exponent, "OVERFLOW": fmt.overflow, "SATURATE": bool(c.saturate),
-        "QUANT_MAX": c.quant_max, "CLAMP_LOW": float(-c.quant_max - (1.0 if fmt.low == -fmt.max - 1 and
-                                                                      c.quant_max == fmt.max else 0.0)),
+        "QUANT_MAX": c.quant_max, "CLAMP_LOW": quantize.clamp_range(c)[0],
         "ROUNDING": c.quant_rounding, "ZERO_GUARD": bool(c.zero_guard), "GROUP": c.quant_group,
-        "SCALE_BITS": ref.scale_bits, "PER_TENSOR": ref.per_tensor, "TENSOR_SCALE": c.tensor_scale,
+        "SCALE_BITS": quantize.scale_bits(c), "PER_TENSOR": ref.per_tensor, "TENSOR_SCALE": c.tensor_scale,
         "GIVEN": ref.given, "WIDEN": quant_judge.RECIPROCAL if ref.given is None else quant_judge.GLOBAL,
     }
     consts = "\n".join(f"{k} = {v!r}" for k, v in constants.items())

@@ -70,11 +70,6 @@ class QuantReference:
         return self.q if self.output == "q" else self.scale
 
     @property
-    def scale_bits(self) -> str:
-        """What a scale returned as uint8 bytes holds: E4M3 codes (NVFP4), else E8M0 exponents."""
-        return "float8_e4m3fn" if self.contract.scale_rounding.startswith("e4m3") else "e8m0"
-
-    @property
     def per_tensor(self) -> bool:
         """Whether the scale is the one the case gives (static FP8): one for the whole tensor."""
         return self.given is not None and self.contract.tensor_scale != "global"
@@ -135,13 +130,13 @@ def scale_format(contract, dtype: str):
     """The precision a scale's error is counted in: that of the y its amax is taken of (the input
     dtype where the contract rounds y to it before quantizing, else float32), so that one legal
     rounding of that y is about one ULP of the scale; an E4M3 block scale's in E4M3's own."""
-    if contract.scale_rounding.startswith("e4m3"):
+    if quantize.scale_bits(contract) != "e8m0":  # NVFP4's E4M3 block scale
         return quant.get_format("float8_e4m3fn").as_float_format()
     return get_format(dtype if contract.quant_input == "input" else "float32")
 
 
 def judge_scale(out, ref: QuantReference) -> Measurement:
-    s = scale_shaped(quant.decode(out, scale_encoding(out, ref)), ref)
+    s = scale_shaped(quant.decode(out, quantize.scale_encoding(out, ref.contract)), ref)
     m = Measurement(outcome="agree", output_dtype=str(np.asarray(out).dtype), output_digest=digest(np.asarray(out)))
     finite = np.isfinite(s)
     m.nan_count, m.inf_count = int(np.isnan(s).sum()), int(np.isinf(s).sum())
@@ -241,16 +236,11 @@ def usable_scale(scale_out, ref: QuantReference) -> np.ndarray:
     is judged with the scale it was quantized with, and a scale that is not one is its own row's
     failure."""
     try:
-        s = scale_shaped(quant.decode(scale_out, scale_encoding(scale_out, ref)), ref)
+        s = scale_shaped(quant.decode(scale_out, quantize.scale_encoding(scale_out, ref.contract)), ref)
     except (ValueError, TypeError):
         return ref.scale
     return np.where(np.isfinite(s) & (s >= 0), s, ref.scale)
 
-
-def scale_encoding(scale_out, ref: QuantReference) -> str:
-    """How to read an implementation's scales: bytes as the contract's scale format encodes them
-    (E8M0 exponents, NVFP4's E4M3 codes), anything else as the numbers it holds."""
-    return ref.scale_bits if np.asarray(scale_out).dtype == np.uint8 else "float32"
 
 
 def _dequantized(m: Measurement, q: np.ndarray, s: np.ndarray, ref: QuantReference) -> None:
@@ -266,4 +256,3 @@ def _dequantized(m: Measurement, q: np.ndarray, s: np.ndarray, ref: QuantReferen
     denom = float(np.sqrt(np.sum(d * d) * np.sum(y * y)))
     m.cosine = float(np.sum(d * y) / denom) if denom else float("nan")
     m.rms_ratio = float(np.sqrt(np.mean(d * d)) / np.sqrt(np.mean(y * y))) if np.any(y) else float("nan")
-

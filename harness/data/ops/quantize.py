@@ -128,14 +128,25 @@ def clamp_range(contract: Contract) -> tuple[float, float]:
     return low, contract.quant_max
 
 
+def scale_bits(contract: Contract) -> str:
+    """What a scale returned as uint8 bytes holds: E4M3 codes (NVFP4's block scales), else E8M0's
+    biased exponents (MX, UE8M0)."""
+    return "float8_e4m3fn" if contract.scale_rounding.startswith("e4m3") else "e8m0"
+
+
+def scale_encoding(scale, contract: Contract) -> str:
+    """How to read an implementation's scales (quant.decode's `fmt`): bytes as the contract encodes
+    them, anything else as the numbers it holds."""
+    return scale_bits(contract) if np.asarray(scale).dtype == np.uint8 else "float32"
+
+
 def dequantized(q, scale, contract: Contract) -> np.ndarray:
     """q * scale, float64, shaped like q: each value times its row's or block's scale, what the
     quantized matmul after the norm computes with (NaN where q is NaN). q as quant.decode reads it
     (the format's dtype, or its raw bits as uint8); scale float32, or an E8M0 byte as uint8, in any
     layout that holds one per row or block ((rows,), (rows, 1), (rows, blocks), flat)."""
     values = quant.decode(q, quant.get_format(contract.quant_dtype))
-    bits = "float8_e4m3fn" if contract.scale_rounding.startswith("e4m3") else "e8m0"  # (NVFP4's: E4M3 codes)
-    s = quant.decode(scale, bits if np.asarray(scale).dtype == np.uint8 else "float32")
+    s = quant.decode(scale, scale_encoding(scale, contract))
     b = blocks(values, contract.quant_group)
     if s.size != int(np.prod(b.shape[:-1])):
         raise ValueError(f"a scale of shape {s.shape}; the contract gives one per "

@@ -67,6 +67,12 @@ class Operand:
         """A per-case scalar (a quantizer's given scale): nothing a memory layout moves."""
         return isinstance(self.length, int)
 
+    @property
+    def per_case_array(self) -> bool:
+        """One array for the whole case (a weight, a bias): the one a broadcast layout lays out with
+        stride 0, which must then hold a constant (cases/layouts.py); a per-case scalar is not one."""
+        return self.per == CASE and not self.scalar
+
 
 X = Operand("x", table="input", stream=0, gradient="dx")
 WEIGHT = Operand("weight", per=CASE, length="span", table="weight", id_key="w", suite_key="weights",
