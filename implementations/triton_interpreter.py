@@ -17,6 +17,12 @@ the compiler in ways that would make normdiff judge the interpreter instead of t
               interpreter does not have: each function is computed in float64 and rounded to its
               result type (correctly rounded, where libdevice allows itself an ulp or two); a symbol
               with no such equivalent is refused by name
+  autotune    `@triton.autotune` benchmarks every config through the active driver, and the
+              interpreter has none ("0 active drivers"): here an autotuned kernel runs in its first
+              config that survives the kernel's own pruning, unbenchmarked. A GPU picks the fastest,
+              which cannot be known here; the configs of a norm kernel differ in how its work is
+              tiled (rows per program, a block of a row), so another config could change the
+              order of a sum, within the float32 budget, not the formula
 
 What it does not model, and need not: the order of a reduction inside tl.sum (NumPy sums
 pairwise; a GPU by its warp tree: a float32 order difference normdiff's budgets already allow), the
@@ -47,6 +53,7 @@ def install() -> None:
     _bfloat16(interpreter)
     _reductions(interpreter)
     _extern(interpreter)
+    _autotune()
     _INSTALLED = True
 
 
@@ -64,6 +71,20 @@ def _scalars(interpreter) -> None:
         return implicit(arg)
 
     interpreter._implicit_cvt = implicit_cvt
+
+
+# ---- autotune ------------------------------------------------------------------------------------
+
+def _autotune() -> None:
+    """One config, so that the autotuner's own single-config path runs it without benchmarking."""
+    from triton.runtime import autotuner
+
+    pruned = autotuner.Autotuner.prune_configs
+
+    def first_config(self, kwargs):
+        return pruned(self, kwargs)[:1]
+
+    autotuner.Autotuner.prune_configs = first_config
 
 
 # ---- bfloat16 and the casts -----------------------------------------------------------------------

@@ -2,7 +2,8 @@
 against what the GPU computes (torch's CPU arithmetic rounds bf16 the same way: each operation in
 float32, then to nearest even). Every test here fails on the bare interpreter: a bf16 product is
 garbage there, an fp32 -> bf16 store truncates, a Python float is no fp32 scalar, libdevice returns
-None, a bf16 sum adds bit patterns."""
+None, a bf16 sum adds bit patterns, an autotuned kernel
+finds no driver to benchmark with."""
 import importlib.util
 import os
 
@@ -46,6 +47,12 @@ if importlib.util.find_spec("triton") is not None:
         tl.store(out_ptr, tl.sum(a, 0))
         tl.store(out_ptr + 1, tl.max(a, 0))
         tl.store(out_ptr + 2, tl.min(a, 0))
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    @triton.jit
+    def _autotuned_copy(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + i, tl.load(a_ptr + i, mask=i < n) * 2, mask=i < n)
 
     @triton.jit
     def _unknown_extern(a_ptr, out_ptr, N: tl.constexpr):
@@ -108,3 +115,10 @@ def test_libdevice_symbols_map_to_their_base_functions():
     assert [triton_interpreter.base_name(s) for s in ("__nv_rsqrtf", "__nv_fsqrt_rn", "__nv_fast_expf",
                                                       "__ocml_exp_f32", "__nv_powf", "__nv_tanhf")] == \
         ["rsqrt", "sqrt", "exp", "exp", "pow", "tanh"]
+
+
+def test_an_autotuned_kernel_runs_in_its_first_config_without_a_driver_to_benchmark_with():
+    x = torch.arange(200, dtype=torch.float32)
+    out = torch.zeros(200)
+    _autotuned_copy[lambda meta: (triton.cdiv(200, meta["BLOCK"]),)](x, out, 200)
+    assert torch.equal(out, 2 * x) and _autotuned_copy.best_config.kwargs == {"BLOCK": 64}
