@@ -131,7 +131,27 @@ def load(name_or_path: str) -> Suite:
             raise SuiteError(f"{unknown('suite', name_or_path, suites)} (or give a path to a .toml suite file)")
         path = suites[name_or_path]
     try:  # a regular file of at most 16 MiB (a pipe, /dev/zero or a folder is refused by name)
-        data = inputs.toml_loads(inputs.read_text(path, "suite", "give a .toml suite file"))
+        text = inputs.read_text(path, "suite", "give a .toml suite file")
+    except inputs.InputError as exc:
+        raise SuiteError(str(exc)) from None
+    key = (str(path.resolve()), text)
+    if key not in _LOADED:
+        if len(_LOADED) >= _KEEP:
+            _LOADED.clear()
+        _LOADED[key] = _parse(path, text)
+    return _LOADED[key]
+
+
+# Suites already made in this process, by file and text: the default suite's 2100 cases take ~0.2 s
+# to make, and one process (a notebook, `identify`, the corpus, a test session) loads it again and
+# again. Suites and cases are frozen, so sharing them is safe; a changed file is another key.
+_LOADED: dict[tuple[str, str], Suite] = {}
+_KEEP = 16
+
+
+def _parse(path: Path, text: str) -> Suite:
+    try:
+        data = inputs.toml_loads(text)
     except inputs.InputError as exc:
         raise SuiteError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:

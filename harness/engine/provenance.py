@@ -35,6 +35,7 @@ def _providers() -> dict:
     return metadata.packages_distributions()
 
 
+@functools.lru_cache(maxsize=None)  # per process: every check asks again, ~0.15 s each time
 def _version(name: str) -> str | None:
     """The installed version of a distribution, or of the one that provides a library's module when
     they are named differently (the module haiku is the distribution dm-haiku); None if absent."""
