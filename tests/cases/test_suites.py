@@ -33,6 +33,7 @@ def test_the_shipped_suites_pass_the_schema_with_their_cases_unchanged():
     assert len(suites.load("smoke")) == 55
     large = suites.load("large")
     assert len(large) == 7 and {c.rows for c in large.cases} == {65537} and all(c.width & (c.width - 1) for c in large.cases)
+    assert len(suites.load("kernel")) == 282
 
 
 def write(tmp_path, text):
@@ -58,7 +59,7 @@ def test_malformed_suites_say_what_is_wrong(tmp_path, text, message):
 
 
 def test_unknown_suite_lists_the_known_ones():
-    with pytest.raises(suites.SuiteError, match="known: default, large, smoke"):
+    with pytest.raises(suites.SuiteError, match="known: default, kernel, large, smoke"):
         suites.load("nightly")
 
 
@@ -83,3 +84,22 @@ def test_a_group_expands_from_python_as_from_a_file():
     # the weight regimes multiply rms_norm's cases; l2_norm takes no weight and ignores them
     assert [c.id for c in cases] == ["rms_norm@qwen3.5/bf16/4x64/normal/w=trained",
                                      "rms_norm@qwen3.5/bf16/4x64/normal/w=ones", "l2_norm@qwen3.5/bf16/4x64/normal"]
+
+
+def test_a_suite_is_made_once_per_process_and_again_when_its_file_changes(tmp_path):
+    group = "[[group]]\nops=['rms_norm']\nconventions=['qwen3']\ndtypes=['float32']\nregimes=['normal']\nshapes={}\n"
+    path = write(tmp_path, group.format("['4x64']"))
+    before = suites.load(path)
+    assert suites.load(path) is before  # made once
+    write(tmp_path, group.format("['4x64', '4x96']"))
+    assert len(suites.load(path)) == 2 * len(before)
+
+
+def test_the_kernel_suite_has_masked_tails_their_twins_odd_row_counts_and_layouts():
+    cases = suites.load("kernel").cases
+    for op in {c.op for c in cases}:
+        widths = {c.head_dim if c.op == "group_gated_rms_norm" else c.width for c in cases if c.op == op}
+        assert any(w & (w - 1) for w in widths) and any(not w & (w - 1) for w in widths), op  # a tail, and its twin
+    assert {1, 67} <= {c.rows for c in cases}
+    assert {"padded", "strided", "transposed"} <= {c.layout for c in cases}
+    assert {c.pass_ for c in cases} == {"forward", "backward"}
