@@ -23,6 +23,13 @@ the compiler in ways that would make normdiff judge the interpreter instead of t
               which cannot be known here; the configs of a norm kernel differ in how its work is
               tiled (rows per program, a block of a row), so another config could change the
               order of a sum, within the float32 budget, not the formula
+  bounds      the interpreter reads and writes host memory through raw addresses, unchecked: a
+              kernel whose mask or row stride is wrong reads garbage or corrupts the worker's heap
+              (a crash: `munmap_chunk(): invalid pointer`, measured on Triton's LayerNorm tutorial
+              given padded rows). Here every load, store and atomic that a mask lets through must
+              fall inside the memory of a tensor the launch was given (anywhere in its storage, as
+              on a GPU, where a view's neighbours are readable); one that does not is refused,
+              naming the program, the pointer and how far it is from the nearest tensor
 
 What it does not model, and need not: the order of a reduction inside tl.sum (NumPy sums
 pairwise; a GPU by its warp tree: a float32 order difference normdiff's budgets already allow), the
@@ -54,6 +61,7 @@ def install() -> None:
     _reductions(interpreter)
     _extern(interpreter)
     _autotune()
+    _bounds(interpreter)
     _INSTALLED = True
 
 
@@ -85,6 +93,109 @@ def _autotune() -> None:
         return pruned(self, kwargs)[:1]
 
     autotuner.Autotuner.prune_configs = first_config
+
+
+# ---- bounds --------------------------------------------------------------------------------------
+
+class OutOfBounds(IndexError):
+    """A kernel's access outside every tensor its launch was given."""
+
+
+_BUFFERS: list[tuple[int, int, str]] = []  # the launch's tensors: (first byte, past the last, name)
+
+
+def _bounds(interpreter) -> None:
+    executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
+    init_args = executor._init_args_hst
+
+    def init_args_hst(self, args_dev, kwargs):
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        named = list(zip(self.arg_names, args_hst)) + list(kwargs_hst.items())
+        _BUFFERS[:] = [b for name, arg in named for b in _buffers(name, arg)]
+        return args_hst, kwargs_hst
+
+    executor._init_args_hst = init_args_hst
+    _grid_as_tuple(executor)
+    load, store = builder.create_masked_load, builder.create_masked_store
+    cas, rmw = builder.create_atomic_cas, builder.create_atomic_rmw
+
+    def masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+        _check(self, ptrs, mask, "load")
+        return load(self, ptrs, mask, other, cache_policy, is_volatile)
+
+    def masked_store(self, ptrs, value, mask, cache_policy):
+        _check(self, ptrs, mask, "store")
+        return store(self, ptrs, value, mask, cache_policy)
+
+    def atomic_cas(self, ptr, cmp, val, sem, scope):
+        _check(self, ptr, None, "atomic")
+        return cas(self, ptr, cmp, val, sem, scope)
+
+    def atomic_rmw(self, op, ptr, val, mask, sem, scope):
+        _check(self, ptr, mask, "atomic")
+        return rmw(self, op, ptr, val, mask, sem, scope)
+
+    builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
+    builder.create_atomic_cas, builder.create_atomic_rmw = atomic_cas, atomic_rmw
+
+
+def _grid_as_tuple(executor) -> None:
+    """A grid given as a list (`lambda meta: [cdiv(N, meta['BLOCK'])]`, as Triton's LayerNorm
+    tutorial gives it): the compiled launcher takes any sequence, the interpreter only a tuple."""
+    init = executor.__init__
+
+    def __init__(self, fn, arg_names, grid, *args, **kwargs):
+        if callable(grid):
+            given = grid
+            grid = lambda meta: tuple(given(meta))  # noqa: E731
+        else:
+            grid = tuple(grid)
+        init(self, fn, arg_names, grid, *args, **kwargs)
+
+    executor.__init__ = __init__
+
+
+def _buffers(name: str, arg) -> list[tuple[int, int, str]]:
+    """The storage a tensor argument lives in (a tuple's, each of its tensors')."""
+    if isinstance(arg, tuple):
+        return [b for i, a in enumerate(arg) for b in _buffers(f"{name}[{i}]", a)]
+    if not hasattr(arg, "untyped_storage"):
+        return []
+    storage = arg.untyped_storage()
+    return [(storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name)]
+
+
+def _check(builder, ptrs, mask, what: str) -> None:
+    """Refuse an access (the addresses the mask lets through) outside every buffer of the launch."""
+    if not _BUFFERS:
+        return
+    addresses = np.asarray(ptrs.data, dtype=np.uint64)
+    if mask is not None:
+        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
+    addresses = addresses.ravel()
+    if not addresses.size:
+        return
+    size = np.uint64(np.dtype(_element_numpy_dtype(ptrs)).itemsize)
+    inside = np.zeros(addresses.shape, dtype=bool)
+    for start, end, _ in _BUFFERS:
+        inside |= (addresses >= np.uint64(start)) & (addresses + size <= np.uint64(end))
+    if inside.all():
+        return
+    bad = int(addresses[~inside][0])
+    start, end, name = min(_BUFFERS, key=lambda b: min(abs(bad - b[0]), abs(bad - b[1])))
+    if bad >= end:
+        where = f"just past the end of {name}" if bad < end + int(size) else f"{bad - end} bytes past the end of {name}"
+    else:
+        where = f"{start - bad} bytes before the start of {name}"
+    raise OutOfBounds(f"program {tuple(builder.grid_idx)} would {what} {int((~inside).sum())} element(s) outside every "
+                      f"tensor the kernel was given (the first {where}): on a GPU an illegal memory access "
+                      f"or another tensor's data; check its masks and row strides")
+
+
+def _element_numpy_dtype(ptrs):
+    from triton.runtime import interpreter
+
+    return interpreter._get_np_dtype(ptrs.get_element_ty())
 
 
 # ---- bfloat16 and the casts -----------------------------------------------------------------------

@@ -19,9 +19,10 @@ def setup() -> None:
     module decorates its kernels when it is imported, and keeps the stub libdevice functions it
     imports by name)."""
     os.environ[INTERPRET] = "1"
-    from normdiff.implementations import triton_interpreter
+    from normdiff.implementations import kernel_host, triton_interpreter
 
     triton_interpreter.install()
+    kernel_host.install()  # its host code: device="cuda" means the CPU, uninitialized floats are NaN
 
 
 FRAMEWORK = Framework("triton", modules=("triton", "torch"), extra="triton", distributions=("triton", "torch"),

@@ -3,7 +3,8 @@ against what the GPU computes (torch's CPU arithmetic rounds bf16 the same way: 
 float32, then to nearest even). Every test here fails on the bare interpreter: a bf16 product is
 garbage there, an fp32 -> bf16 store truncates, a Python float is no fp32 scalar, libdevice returns
 None, a bf16 sum adds bit patterns, an autotuned kernel
-finds no driver to benchmark with."""
+finds no driver to benchmark with, a grid given as a list is refused, and an access past every tensor
+reads or corrupts the host's memory."""
 import importlib.util
 import os
 
@@ -53,6 +54,13 @@ if importlib.util.find_spec("triton") is not None:
     def _autotuned_copy(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(out_ptr + i, tl.load(a_ptr + i, mask=i < n) * 2, mask=i < n)
+
+    @triton.jit
+    def _copy_rows(a_ptr, out_ptr, stride, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        row = tl.program_id(0)
+        mask = i < n if MASKED else i < BLOCK
+        tl.store(out_ptr + row * n + i, tl.load(a_ptr + row * stride + i, mask=mask), mask=mask)
 
     @triton.jit
     def _unknown_extern(a_ptr, out_ptr, N: tl.constexpr):
@@ -122,3 +130,15 @@ def test_an_autotuned_kernel_runs_in_its_first_config_without_a_driver_to_benchm
     out = torch.zeros(200)
     _autotuned_copy[lambda meta: (triton.cdiv(200, meta["BLOCK"]),)](x, out, 200)
     assert torch.equal(out, 2 * x) and _autotuned_copy.best_config.kwargs == {"BLOCK": 64}
+
+
+def test_a_masked_access_stays_inside_its_tensors_and_one_past_them_is_refused_by_name():
+    a = torch.arange(6 * 200, dtype=torch.float32).reshape(6, 200)[:, :100]  # rows at a pitch of 200
+    out = torch.empty(6, 100)
+    _copy_rows[[6]](a, out, a.stride(0), 100, BLOCK=128, MASKED=True)  # a grid as a list, as a GPU takes it
+    assert torch.equal(out, a)
+    # unmasked, each row reads 28 of its neighbours in a's storage (readable on a GPU too), and the
+    # last row's store runs past out
+    with pytest.raises(Exception, match=r"program \(5, 0, 0\) would store 28 element\(s\) outside every tensor.*"
+                                        r"the first just past the end of out_ptr"):
+        _copy_rows[(6,)](a, out, a.stride(0), 100, BLOCK=128, MASKED=False)

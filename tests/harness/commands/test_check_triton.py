@@ -2,8 +2,10 @@
 faithful layer (implementations/triton_interpreter.py): a correct RMSNorm kernel agrees, forward and
 backward, with rows wider than its block too; eps outside the root, a mask that lets a row's padding
 into its mean, and a backward that accumulates dw in bf16 are each named; Liger-Kernel's own RMSNorm
-agrees with its convention in each casting mode."""
+agrees with its convention in each casting mode, and flash-linear-attention's norm kernels with theirs."""
 import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +52,23 @@ def test_a_dw_accumulated_in_bf16_is_caught_in_the_backward():
     assert result.verdict == "disagrees", result.message
 
 
+def test_a_store_past_the_end_of_its_output_is_refused_naming_the_program_and_tensor():
+    result = checked("rms_norm_store_unmasked")  # harmless-looking where the allocator rounds up
+    reasons = {r["reason"] for r in result.not_run}
+    assert result.verdict != "agrees" and all("past the end of Y" in r and "OutOfBounds" in r for r in reasons), reasons
+    assert {r["dtype"] for r in result.not_run} == {"float32", "bfloat16"}  # 4x200: the last row's block
+
+
+def test_host_code_written_for_a_gpu_runs_and_a_read_of_memory_never_written_is_nan():
+    # device="cuda" allocations, a grid given as a list, atomics into per-group partial rows
+    assert checked("rms_norm_dw_groups", passes="both").verdict == "agrees"
+    # the partials made with torch.empty: the groups no row reached (4 or 8 rows, 16 groups) are summed
+    result = checked("rms_norm_dw_groups_empty", passes="both")
+    bad = [r for r in result.rows if r["outcome"] not in ("agree", "identical")]
+    assert result.verdict == "disagrees" and bad and all(r["case_id"].endswith("out=dw") for r in bad)
+    assert all(r["outcome"] == "nan_mismatch" for r in bad)
+
+
 LIGER = "liger_kernel.ops.rms_norm:LigerRMSNormFunction.apply"
 
 
@@ -62,3 +81,26 @@ LIGER = "liger_kernel.ops.rms_norm:LigerRMSNormFunction.apply"
 def test_ligers_rms_norm_in_each_casting_mode_forward_and_backward(convention, offset, mode, verdict):
     result = checked(LIGER, convention, passes="both", call=f"f(x, weight, eps, {offset}, '{mode}', False)")
     assert result.verdict == verdict, result.message
+
+
+# fla-core is installed beside the environment, not in it (the Makefile says why): its checks see it
+# on PYTHONPATH, as a user's would
+KERNELS = Path(sys.prefix) / "kernels"
+
+
+@pytest.mark.skipif(not (KERNELS / "fla").is_dir(), reason=f"fla-core not installed in {KERNELS} (make install)")
+@pytest.mark.parametrize("target, op, convention, call", [
+    ("fla.modules.norm.layernorm:rms_norm", "rms_norm", "qwen3", "f(x, weight, None, eps=eps)"),
+    ("fla.modules.norm.layernorm:layer_norm", "layer_norm", "torch", "f(x, weight, bias, eps=eps)"),
+    ("fla.modules.norm.fused_norm_gate:rms_norm_gated", "gated_rms_norm", "qwen3.5", "f(x, gate, weight, None, eps=eps)"),
+    ("fla.modules.norm.l2norm:l2norm", "l2_norm", "qwen3.5", "f(x, eps=eps)"),
+    # Mamba2's gated norm (fla's copy of mamba_ssm's layernorm_gated): the gate before the norm
+    ("fla.modules.norm.layernorm_gated:rmsnorm_fn", "group_gated_rms_norm", "mamba2",
+     "f(x, weight, None, z=gate, eps=eps, group_size=group_size, norm_before_gate=False)"),
+])
+def test_flash_linear_attentions_norm_kernels_agree_forward_and_backward(monkeypatch, target, op, convention, call):
+    monkeypatch.syspath_prepend(str(KERNELS))  # the target is found here, and run in a worker that
+    monkeypatch.setenv("PYTHONPATH", str(KERNELS))  # imports it from there
+    result = checked(target, convention, passes="both", call=call, op=op)
+    assert result.verdict == "agrees", result.message
+    assert not result.backward_note and {r["pass"] for r in result.rows} == {"forward", "backward"}
