@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 REPORT ?= normdiff-report
 SUITE ?= default
 
-.PHONY: run test install bench docs clean
+.PHONY: run test install kernels bench docs clean
 
 install: $(STAMP)
 
@@ -16,7 +16,18 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all]'
 	scripts/install_clang.sh
+	$(MAKE) --no-print-directory kernels
 	touch $(STAMP)
+
+# flash-linear-attention's Triton norm kernels (fla-core), which tests/harness/commands/test_check_triton.py
+# checks, go beside the environment, in $(KERNELS), not in it: transformers swaps fla's kernels in for
+# Qwen3.5's gated delta rule whenever `fla` imports, on any device, and they cannot run on a CPU
+# (the tests put $(KERNELS) on PYTHONPATH for their checks only). Where triton is not installed
+# (it has wheels for Linux only) there is nothing to run them with.
+KERNELS := $(VENV)/kernels
+kernels:
+	if $(BIN)/python -c 'import triton' 2>/dev/null; then \
+		$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt --target $(KERNELS) --upgrade fla-core einops; fi
 
 run: $(STAMP)
 	$(BIN)/normdiff run --suite $(SUITE) --out $(REPORT)
