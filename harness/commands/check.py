@@ -24,6 +24,7 @@ from normdiff.cases import suites
 from normdiff.cases.model import Case
 from normdiff.harness import api
 from normdiff.harness.analysis import answer, diagnosis
+from normdiff.harness.commands import on_device
 from normdiff.harness.commands.usercode import TargetError
 from normdiff.harness.data.conventions import get_contract
 from normdiff.harness.data.dtypes import get_format
@@ -73,6 +74,8 @@ class CheckResult:
     operand_note: str = ""  # a module without a weight or bias parameter: judged with the identity only
     call_note: str = ""  # how the code was called, where that hides a bug of its caller's (a module per head)
     backward_note: str = ""  # why the backward pass was not checked, where it was asked for and the suite has it
+    # a Triton kernel's run compiled on a GPU beside the interpreter's, or why not (on_device.py); {} otherwise
+    device: dict = field(default_factory=dict)
     # the known findings its rows show (engine/verdict.py): {explanation, cases, example}
     known_findings: list = field(default_factory=list)
     report: object = None  # the full Report, for the curious
@@ -101,7 +104,7 @@ class CheckResult:
                 "message": self.message, "layouts_skipped": self.layouts_skipped,
                 "known_findings": self.known_findings, "eps_note": self.eps_note,
                 "operand_note": self.operand_note, "call_note": self.call_note, "backward_note": self.backward_note,
-                "rows": self.rows}
+                "device": self.device, "rows": self.rows}
 
 
 def check_suite(suite: str | suites.Suite, op: str, convention: str, eps: float | None = None, dtypes=(),
@@ -283,7 +286,10 @@ def check(impl: Implementation, suite: str = "default", timeout: float = 60.0, e
     ((op, convention),) = impl.op_conventions
     cases, skipped, notes = check_cases(impl, suite, op, convention, eps, dtypes, regimes, passes)
     report = api.run_suite(cases, [impl], timeout=timeout, keep_outputs=True, keep_calling=keep_calling, diagnose=False)
-    return judged(report, impl, op, convention, eps, skipped, notes)
+    result = judged(report, impl, op, convention, eps, skipped, notes)
+    result.device = on_device.beside(impl, cases, report, timeout, keep_calling,
+                                     judge=lambda compiled, twin: judged(compiled, twin, op, convention, eps))
+    return result
 
 
 def check_cases(impl: Implementation, suite: str | suites.Suite, op: str, convention: str,
@@ -564,7 +570,7 @@ def note_lines(result: CheckResult) -> list[str]:
         lines.append(f"  margin: worst {against_a_budget(m['worst_ulp'], m['budget_ulp'])} "
                      f"({_one(m['case_id'])}); {m['identical']} of {m['of']} cases bit-identical to the exact result "
                      "rounded")
-    return lines
+    return lines + on_device.lines(result.device)
 
 
 def _diagnosis_lines(result: CheckResult) -> list[str]:

@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_every_file_in_the_folder_is_a_framework():
     files = {p.stem for p in (ROOT / "implementations" / "frameworks").glob("*.py")} - {"__init__", "record"}
     assert set(FRAMEWORKS) == files == {"numpy", "torch", "jax", "mlx", "keras", "tinygrad", "onnxruntime", "command",
-                                        "triton"}
+                                        "triton", "triton_gpu"}
     assert list(FRAMEWORKS)[0] == "numpy"
-    assert user_frameworks() == ("numpy", "jax", "keras", "mlx", "onnxruntime", "tinygrad", "torch", "triton")
+    assert user_frameworks() == ("numpy", "jax", "keras", "mlx", "onnxruntime", "tinygrad", "torch", "triton",
+                                "triton_gpu")
     assert get_framework("command").worker == "command" and not get_framework("command").user_code
     with pytest.raises(ValueError, match="unknown framework 'tensorflow'"):
         get_framework("tensorflow")
