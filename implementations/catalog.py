@@ -104,7 +104,8 @@ def builtin() -> list[Implementation]:
         Implementation("jax", "own", "jax", "normdiff.implementations.jax_own:run", every_pair,
                        "own JAX (jax.numpy, jitted once per op and cast, eps traced; backward: jax.vjp)",
                        batch_rows=True, backward="normdiff.implementations.jax_own:backward"),
-    ] + hf_implementations() + builtin_implementations() + runtime_implementations() + mutant_implementations()
+    ] + hf_implementations() + builtin_implementations() + runtime_implementations() + triton_kernel_implementations() \
+        + mutant_implementations()
 
 
 def _mlx_keras_tinygrad() -> list[Implementation]:
@@ -226,6 +227,54 @@ def _onnx_and_compile() -> list[Implementation]:
         CompiledImplementation("compile-torch-layernorm", "framework", "torch", compile_entry + "own_layer_norm",
                                layer_norm, "own torch LayerNorm under torch.compile (inductor, CPU, "
                                "dynamic=False)", **compiled),
+    ]
+
+
+class OutsideImplementation(Implementation):
+    """A kernel whose library normdiff's extras leave out (fla): unavailable with how to get it."""
+
+    def unavailable_reason(self) -> str | None:
+        import importlib.util
+
+        if any(importlib.util.find_spec(m) is None for m in self.requires):
+            return (f"{', '.join(self.requires)} is not installed: pip install fla-core einops (no extra of normdiff's: "
+                    "transformers runs Qwen3.5's gated delta rule through fla once it imports, on any device; "
+                    "`make kernels` puts it in .venv/kernels, for PYTHONPATH)")
+        return super().unavailable_reason()
+
+
+def triton_kernel_implementations() -> list[Implementation]:
+    """Liger-Kernel's and flash-linear-attention's Triton norm kernels on Triton's interpreter, each
+    declared for the conventions whose contract it computes (triton_kernels.py says which and why).
+    Full tier: the interpreter runs a program a row, ~15 s each over the default suite."""
+    entry = "normdiff.implementations.triton_kernels:"
+
+    def kernel(name, attr, pairs, description, library):
+        made = Implementation if library == "liger_kernel" else OutsideImplementation
+        return made(name, "framework", "triton", entry + attr, frozenset(pairs), description,
+                    requires=(library,), backward=f"{entry}{attr}.backward", tier="full")
+
+    llama, plus_one = [("rms_norm", "qwen3"), ("rms_norm", "llama")], [("rms_norm", "gemma3"), ("rms_norm", "qwen3.5")]
+    one_rounding, layer_norm = [("rms_norm", "olmo2"), ("rms_norm", "torch")], [("layer_norm", "torch")]
+    gated = [("gated_rms_norm", "qwen3.5"), ("gated_rms_norm", "qwen3-next")]
+    l2 = [("l2_norm", "qwen3.5"), ("l2_norm", "qwen3-next")]
+    return [
+        kernel("liger-rms_norm-llama", "liger_rms_norm_llama", llama, "Liger-Kernel LigerRMSNormFunction, "
+               "casting_mode 'llama' (Triton, interpreted)", "liger_kernel"),
+        kernel("liger-rms_norm-gemma", "liger_rms_norm_gemma", plus_one, "Liger-Kernel LigerRMSNormFunction, "
+               "casting_mode 'gemma', offset 1 (Triton, interpreted)", "liger_kernel"),
+        kernel("liger-layer_norm", "liger_layer_norm", layer_norm, "Liger-Kernel LigerLayerNormFunction (Triton, "
+               "interpreted)", "liger_kernel"),
+        kernel("fla-rms_norm", "fla_rms_norm", one_rounding, "flash-linear-attention fla.modules.norm rms_norm "
+               "(Triton, interpreted)", "fla"),
+        kernel("fla-layer_norm", "fla_layer_norm", layer_norm, "flash-linear-attention fla.modules.norm layer_norm "
+               "(Triton, interpreted)", "fla"),
+        kernel("fla-rms_norm_gated", "fla_rms_norm_gated", gated, "flash-linear-attention rms_norm_gated, the "
+               "fused norm-gate (Triton, interpreted)", "fla"),
+        kernel("fla-l2norm", "fla_l2norm", l2, "flash-linear-attention l2norm (Triton, interpreted)", "fla"),
+        kernel("fla-rmsnorm_fn-mamba2", "fla_mamba2_gated", [("group_gated_rms_norm", "mamba2")],
+               "flash-linear-attention layernorm_gated rmsnorm_fn, norm_before_gate=False: mamba_ssm's "
+               "grouped gated norm (Triton, interpreted)", "fla"),
     ]
 
 

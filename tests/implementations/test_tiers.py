@@ -1,5 +1,5 @@
 """Implementation tiers: the runtimes whose import or compilation would more than double the default
-run (keras, tinygrad, torch.compile, an HF export through onnxruntime) join a run only when asked
+run (keras, tinygrad, torch.compile, an HF export through onnxruntime, Triton kernels interpreted) join a run only when asked
 (`normdiff run --full`, api.select(full=True), or by name)."""
 import pytest
 
@@ -10,7 +10,8 @@ from normdiff.implementations.entry import Implementation
 
 FULL = {"keras-ops.rms_normalization", "keras-layers.RMSNormalization", "keras-layers.LayerNormalization",
         "tinygrad-nn.RMSNorm", "tinygrad-nn.LayerNorm", "compile-torch-rmsnorm", "compile-hf-qwen3",
-        "compile-torch-layernorm", "onnx-export-hf-qwen3"}
+        "compile-torch-layernorm", "onnx-export-hf-qwen3", "liger-rms_norm-llama", "liger-rms_norm-gemma",
+        "liger-layer_norm", "fla-rms_norm", "fla-layer_norm", "fla-rms_norm_gated", "fla-l2norm", "fla-rmsnorm_fn-mamba2"}
 
 
 def test_the_default_selection_leaves_the_full_tier_out():
