@@ -258,24 +258,21 @@ def triton_kernel_implementations() -> list[Implementation]:
     one_rounding, layer_norm = [("rms_norm", "olmo2"), ("rms_norm", "torch")], [("layer_norm", "torch")]
     gated = [("gated_rms_norm", "qwen3.5"), ("gated_rms_norm", "qwen3-next")]
     l2 = [("l2_norm", "qwen3.5"), ("l2_norm", "qwen3-next")]
-    return [
-        kernel("liger-rms_norm-llama", "liger_rms_norm_llama", llama, "Liger-Kernel LigerRMSNormFunction, "
-               "casting_mode 'llama' (Triton, interpreted)", "liger_kernel"),
-        kernel("liger-rms_norm-gemma", "liger_rms_norm_gemma", plus_one, "Liger-Kernel LigerRMSNormFunction, "
-               "casting_mode 'gemma', offset 1 (Triton, interpreted)", "liger_kernel"),
-        kernel("liger-layer_norm", "liger_layer_norm", layer_norm, "Liger-Kernel LigerLayerNormFunction (Triton, "
-               "interpreted)", "liger_kernel"),
-        kernel("fla-rms_norm", "fla_rms_norm", one_rounding, "flash-linear-attention fla.modules.norm rms_norm "
-               "(Triton, interpreted)", "fla"),
-        kernel("fla-layer_norm", "fla_layer_norm", layer_norm, "flash-linear-attention fla.modules.norm layer_norm "
-               "(Triton, interpreted)", "fla"),
-        kernel("fla-rms_norm_gated", "fla_rms_norm_gated", gated, "flash-linear-attention rms_norm_gated, the "
-               "fused norm-gate (Triton, interpreted)", "fla"),
-        kernel("fla-l2norm", "fla_l2norm", l2, "flash-linear-attention l2norm (Triton, interpreted)", "fla"),
-        kernel("fla-rmsnorm_fn-mamba2", "fla_mamba2_gated", [("group_gated_rms_norm", "mamba2")],
-               "flash-linear-attention layernorm_gated rmsnorm_fn, norm_before_gate=False: mamba_ssm's "
-               "grouped gated norm (Triton, interpreted)", "fla"),
+    liger, fla, interpreted = "Liger-Kernel", "flash-linear-attention", "(Triton, interpreted)"
+    rows = [  # (name, adapter, the pairs it computes, what it is)
+        ("liger-rms_norm-llama", "liger_rms_norm_llama", llama, f"{liger} LigerRMSNormFunction, casting_mode 'llama'"),
+        ("liger-rms_norm-gemma", "liger_rms_norm_gemma", plus_one,
+         f"{liger} LigerRMSNormFunction, casting_mode 'gemma', offset 1"),
+        ("liger-layer_norm", "liger_layer_norm", layer_norm, f"{liger} LigerLayerNormFunction"),
+        ("fla-rms_norm", "fla_rms_norm", one_rounding, f"{fla} fla.modules.norm rms_norm"),
+        ("fla-layer_norm", "fla_layer_norm", layer_norm, f"{fla} fla.modules.norm layer_norm"),
+        ("fla-rms_norm_gated", "fla_rms_norm_gated", gated, f"{fla} rms_norm_gated, the fused norm-gate"),
+        ("fla-l2norm", "fla_l2norm", l2, f"{fla} l2norm"),
+        ("fla-rmsnorm_fn-mamba2", "fla_mamba2_gated", [("group_gated_rms_norm", "mamba2")],
+         f"{fla} layernorm_gated rmsnorm_fn, norm_before_gate=False: mamba_ssm's grouped gated norm"),
     ]
+    return [kernel(name, attr, pairs, f"{what} {interpreted}", "liger_kernel" if name.startswith("liger") else "fla")
+            for name, attr, pairs, what in rows]
 
 
 def runtime_implementations() -> list[Implementation]:
