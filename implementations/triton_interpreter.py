@@ -23,6 +23,10 @@ the compiler in ways that would make normdiff judge the interpreter instead of t
               which cannot be known here; the configs of a norm kernel differ in how its work is
               tiled (rows per program, a block of a row), so another config could change the
               order of a sum, within the float32 budget, not the formula
+  atomics     programs run one after another, so atomics are deterministic here (one legal order
+              of a GPU's); bf16 atomics are refused by the interpreter ("Unsupported data type"):
+              here add, max, min and exchange on bf16 run lane by lane, each result rounded to
+              nearest even, as the GPU's bf16 atomicAdd rounds each addition
   bounds      the interpreter reads and writes host memory through raw addresses, unchecked: a
               kernel whose mask or row stride is wrong reads garbage or corrupts the worker's heap
               (a crash: `munmap_chunk(): invalid pointer`, measured on Triton's LayerNorm tutorial
@@ -105,6 +109,8 @@ _BUFFERS: list[tuple[int, int, str]] = []  # the launch's tensors: (first byte, 
 
 
 def _bounds(interpreter) -> None:
+    import triton.language as tl
+
     executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
     init_args = executor._init_args_hst
 
@@ -133,10 +139,36 @@ def _bounds(interpreter) -> None:
 
     def atomic_rmw(self, op, ptr, val, mask, sem, scope):
         _check(self, ptr, mask, "atomic")
+        if _is_bf16(val, tl):
+            return _bf16_atomic(interpreter, op, ptr, val, mask)
         return rmw(self, op, ptr, val, mask, sem, scope)
 
     builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
     builder.create_atomic_cas, builder.create_atomic_rmw = atomic_cas, atomic_rmw
+
+
+def _bf16_atomic(interpreter, op, ptr, val, mask):
+    """A bf16 atomic read-modify-write, lane by lane in order (lanes may share an address): each new
+    value computed in float32 from the old one and rounded once to nearest even; the old values are
+    returned, as an atomic returns them."""
+    import ctypes
+
+    import triton.language as tl
+    from triton._C.libtriton import ir
+
+    combine = {ir.ATOMIC_OP.FADD: np.add, ir.ATOMIC_OP.MAX: np.maximum, ir.ATOMIC_OP.MIN: np.minimum,
+               ir.ATOMIC_OP.XCHG: lambda old, new: new}.get(op)
+    if combine is None:
+        raise NotImplementedError(f"a bf16 atomic {op} has no faithful equivalent in normdiff's Triton layer")
+    addresses = np.broadcast_to(np.asarray(ptr.data, dtype=np.uint64), np.shape(val.data)).ravel()
+    lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape).ravel()
+    values = to_float32(np.asarray(val.data).ravel())
+    old = np.zeros(addresses.shape, dtype=np.uint16)
+    for i in np.flatnonzero(lanes):
+        cell = ctypes.c_uint16.from_address(int(addresses[i]))
+        old[i] = cell.value
+        cell.value = int(to_bf16_bits(combine(to_float32(np.uint16(cell.value)), values[i])))
+    return interpreter.TensorHandle(old.reshape(np.shape(val.data)), tl.bfloat16)
 
 
 def _grid_as_tuple(executor) -> None:

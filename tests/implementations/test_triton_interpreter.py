@@ -3,7 +3,7 @@ against what the GPU computes (torch's CPU arithmetic rounds bf16 the same way: 
 float32, then to nearest even). Every test here fails on the bare interpreter: a bf16 product is
 garbage there, an fp32 -> bf16 store truncates, a Python float is no fp32 scalar, libdevice returns
 None, a bf16 sum adds bit patterns, an autotuned kernel
-finds no driver to benchmark with, a grid given as a list is refused, and an access past every tensor
+finds no driver to benchmark with, a bf16 atomic is refused, a grid given as a list is refused, and an access past every tensor
 reads or corrupts the host's memory."""
 import importlib.util
 import os
@@ -61,6 +61,11 @@ if importlib.util.find_spec("triton") is not None:
         row = tl.program_id(0)
         mask = i < n if MASKED else i < BLOCK
         tl.store(out_ptr + row * n + i, tl.load(a_ptr + row * stride + i, mask=mask), mask=mask)
+
+    @triton.jit
+    def _accumulate(a_ptr, out_ptr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.atomic_add(out_ptr + i % 4, tl.load(a_ptr + i))  # four lanes on each address
 
     @triton.jit
     def _unknown_extern(a_ptr, out_ptr, N: tl.constexpr):
@@ -142,3 +147,13 @@ def test_a_masked_access_stays_inside_its_tensors_and_one_past_them_is_refused_b
     with pytest.raises(Exception, match=r"program \(5, 0, 0\) would store 28 element\(s\) outside every tensor.*"
                                         r"the first just past the end of out_ptr"):
         _copy_rows[(6,)](a, out, a.stride(0), 100, BLOCK=128, MASKED=False)
+
+
+def test_a_bf16_atomic_add_rounds_each_addition_to_nearest_even_lane_by_lane():
+    a = torch.linspace(0.1, 3.3, 64, dtype=torch.bfloat16)
+    out = torch.zeros(4, dtype=torch.bfloat16)
+    _accumulate[(1,)](a, out, N=64)
+    want = torch.zeros(4, dtype=torch.bfloat16)
+    for j in range(64):  # one legal order of the GPU's, each sum rounded to bf16
+        want[j % 4] = want[j % 4] + a[j]
+    assert torch.equal(out, want) and not torch.equal(want, a.float().reshape(16, 4).sum(0).bfloat16())
