@@ -6,7 +6,11 @@ statistics it saves (Triton's own LayerNorm tutorial, and the kernels copied fro
 `locks.cuda()`, `with torch.cuda.device(x.device.index)`, `torch.cuda.synchronize()`. On a CPU build
 of torch each raises ("Torch not compiled with CUDA enabled") before a kernel runs. Here a tensor
 asked for on a CUDA device is made on the CPU, and the device context, stream and synchronisation
-calls do nothing: where a tensor lives changes no value a kernel computes. Not pretended:
+calls do nothing: where a tensor lives changes no value a kernel computes. Host code that sizes its
+grid by the device (`torch.cuda.get_device_properties(x.device).multi_processor_count`: the dw
+partials of Tri Dao's LayerNorm in mamba_ssm, flash-attn and torchtitan) is answered as a named GPU
+would answer, an H100 SXM (132 SMs, compute capability 9.0), so that the work is split as it is
+there; the split decides how a float32 sum is grouped, never what is computed. Not pretended:
 `torch.cuda.is_available()` and a tensor's `is_cuda` stay False, so code that asserts it is on a GPU
 still says so (the check reports the assertion as why its cases could not run).
 
@@ -104,10 +108,28 @@ class _NoStream:
         return None
 
 
+class StandInGPU:
+    """What torch.cuda.get_device_properties answers here: an H100 SXM's figures, by name a stand-in."""
+
+    name = "NVIDIA H100 80GB HBM3 (normdiff's stand-in: kernels run on the CPU, interpreted)"
+    major, minor = 9, 0
+    multi_processor_count = 132
+    total_memory = 80 * 2 ** 30
+    warp_size = 32
+    max_threads_per_multi_processor = 2048
+    shared_memory_per_block = 48 * 1024
+    shared_memory_per_block_optin = 227 * 1024
+    regs_per_multiprocessor = 65536
+    L2_cache_size = 50 * 2 ** 20
+
+
 def _device_calls(torch) -> None:
     """torch.cuda's device context, device index, stream and synchronisation calls: on the CPU there
-    is one device and nothing runs asynchronously."""
+    is one device and nothing runs asynchronously; what the device is: the stand-in GPU's figures."""
     cuda = torch.cuda
+    cuda.get_device_properties = lambda device=None: StandInGPU()
+    cuda.get_device_capability = lambda device=None: (StandInGPU.major, StandInGPU.minor)
+    cuda.get_device_name = lambda device=None: StandInGPU.name
     cuda.device = lambda device=None: contextlib.nullcontext()
     cuda.synchronize = lambda device=None: None
     cuda.current_device = lambda: 0

@@ -48,6 +48,7 @@ import os
 import resource
 import secrets
 import sys
+import sysconfig
 import time
 import traceback
 from pathlib import Path
@@ -80,8 +81,13 @@ def _describe(exc: BaseException) -> str:
     calls): the innermost frame outside normdiff's own modules; none when normdiff raised it (a
     binding message says what to do, and a path into normdiff would only mislead)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _own(f.filename)]
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    # raised inside a library (torch.cuda's "not compiled with CUDA") from the user's own file: the
+    # line of theirs that called it is the one to read
+    theirs = [f for f in frames if not _installed(f.filename)]
+    if theirs and theirs[-1] is not frames[-1]:
+        where += f", called from {theirs[-1].filename}:{theirs[-1].lineno}"
+    return f"{type(exc).__name__}: {exc}{where + ')' if where else ''}"
 
 
 _PACKAGE = Path(__file__).resolve().parents[2]  # normdiff's root: its modules' folders are below it
@@ -91,6 +97,14 @@ _OWN = tuple(str(_PACKAGE / folder) + os.sep for folder in ("harness", "implemen
 
 def _own(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_OWN)
+
+
+_INSTALLED = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib", "stdlib", "platstdlib")})
+
+
+def _installed(filename: str) -> bool:
+    """A frame of an installed library or of Python itself, not of the user's own files."""
+    return os.path.abspath(filename).startswith(_INSTALLED) or filename.startswith("<")
 
 
 def _exited(exc: BaseException) -> str:

@@ -269,6 +269,19 @@ def test_an_error_points_at_the_users_code_never_at_normdiffs(tmp_path):
     assert said.startswith("TypeError: Norm cannot be built as Cls(dim)") and "(at " not in said
 
 
+def test_an_error_raised_inside_a_library_names_the_users_line_that_called_it(tmp_path):
+    from normdiff.harness.engine import worker
+    user = tmp_path / "kernel_host.py"
+    user.write_text("import json\ndef launch():\n    return json.loads('{')\n")  # a library raises
+    namespace = {}
+    exec(compile(user.read_text(), str(user), "exec"), namespace)
+    try:
+        namespace["launch"]()
+    except ValueError as exc:
+        said = worker._describe(exc)
+    assert said.startswith("JSONDecodeError: ") and "json/decoder.py:" in said and said.endswith(f", called from {user}:3)")
+
+
 # ---- what the worker sends back --------------------------------------------------------------------
 
 RID = "ab" * 16
