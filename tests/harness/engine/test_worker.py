@@ -249,16 +249,23 @@ def test_a_change_is_found_at_every_element_width(dtype):
     assert "1 of 6 elements changed" in changed_inputs(before, arrays)
 
 
-def test_an_error_points_at_the_users_code_never_at_normdiffs(tmp_path):
+def _said(tmp_path, source: str, name: str) -> tuple:
+    """What the worker says of the error raised by calling `name` of a user's file holding `source`."""
     from normdiff.harness.engine import worker
     user = tmp_path / "user_code.py"
-    user.write_text("def boom():\n    raise ValueError('bad shape')\n")
+    user.write_text(source)
     namespace = {}
-    exec(compile(user.read_text(), str(user), "exec"), namespace)
+    exec(compile(source, str(user), "exec"), namespace)
     try:
-        namespace["boom"]()
-    except ValueError as exc:
-        said = worker._describe(exc)
+        namespace[name]()
+    except Exception as exc:  # noqa: BLE001  (whatever it raised)
+        return worker._describe(exc), user
+    raise AssertionError("it raised nothing")
+
+
+def test_an_error_points_at_the_users_code_never_at_normdiffs(tmp_path):
+    from normdiff.harness.engine import worker
+    said, user = _said(tmp_path, "def boom():\n    raise ValueError('bad shape')\n", "boom")
     assert said == f"ValueError: bad shape (at {user}:2)"
     try:  # a binding message of normdiff's own: no path into normdiff
         from normdiff.implementations import user as user_adapters
@@ -270,15 +277,7 @@ def test_an_error_points_at_the_users_code_never_at_normdiffs(tmp_path):
 
 
 def test_an_error_raised_inside_a_library_names_the_users_line_that_called_it(tmp_path):
-    from normdiff.harness.engine import worker
-    user = tmp_path / "kernel_host.py"
-    user.write_text("import json\ndef launch():\n    return json.loads('{')\n")  # a library raises
-    namespace = {}
-    exec(compile(user.read_text(), str(user), "exec"), namespace)
-    try:
-        namespace["launch"]()
-    except ValueError as exc:
-        said = worker._describe(exc)
+    said, user = _said(tmp_path, "import json\ndef launch():\n    return json.loads('{')\n", "launch")  # json raises
     assert said.startswith("JSONDecodeError: ") and "json/decoder.py:" in said and said.endswith(f", called from {user}:3)")
 
 
