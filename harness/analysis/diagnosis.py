@@ -465,6 +465,29 @@ def masked_tail_match(disagreeing: list[str], agreeing) -> Match | None:
                  "the lanes past the row's end a value that is not 0")
 
 
+GRADIENT_MISSING = "gradient-missing"
+
+
+def gradient_missing_match(outputs: dict[str, np.ndarray]) -> Match | None:
+    """The fault no contract knob names: a gradient that is zero everywhere where the convention's is
+    not (these outputs disagree): a custom autograd.Function whose backward returns None for it
+    (autograd reads None as zero; unsloth's norms return None for the weight, which it freezes), or a
+    parameter the forward detaches. A Match for the disagreeing backward cases whose output is all
+    zeros, naming the operands; None when there is none."""
+    cases = [Case.from_id(cid) for cid in outputs]
+    zeros = [c for c in cases if c.pass_ == "backward" and np.size(outputs[c.id]) and not np.any(outputs[c.id])]
+    if not zeros:
+        return None
+    names = sorted({c.operand for c in zeros})
+    what = ", ".join(names)
+    return _structural(GRADIENT_MISSING, {"gradients": names}, len(zeros), len(cases),
+                 f"yours: no gradient for {what} (zeros everywhere); the convention: the norm's derivative with "
+                 f"respect to {what} (a Function's backward must return it, not None: freezing a weight is the "
+                 "optimizer's choice, not the norm's)",
+                 f"the gradient of {what} is zero on every element: None from a custom autograd.Function's "
+                 "backward, or a detached parameter")
+
+
 def input_written_match(details: dict[str, str]) -> Match | None:
     """The fault no contract knob names: the call wrote into an input it was given (the worker
     compares every input's bits before and after the call; harness/engine/worker.py). A Match for the

@@ -52,6 +52,16 @@ def test_a_torch_autograd_function_with_the_weight_twice_is_diagnosed(check_json
     assert result["diagnosis"][0]["bug"] == "bwd-weight-twice", result["diagnosis"]
 
 
+def test_a_backward_that_returns_no_weight_gradient_is_named_so(check_json):
+    pytest.importorskip("torch")
+    code, result = check_json(f"{TORCH}:rms_norm_no_weight_gradient", "--op", "rms_norm", "--convention", "qwen3",
+                              "--pass", "backward", "--dtype", "float32")
+    best = result["diagnosis"][0]
+    assert code == 1 and best["bug"] == "gradient-missing" and best["changes"] == {"gradients": ["weight"]}
+    bad = [row for row in result["rows"] if row["outcome"] not in ("identical", "agree")]
+    assert bad and all(row["case_id"].endswith("out=dw") for row in bad)  # dx is right
+
+
 def test_a_torch_forward_is_checked_in_both_passes(check_json):
     pytest.importorskip("torch")
     code, result = check_json(f"{TORCH}:rms_norm_torch", "--op", "rms_norm", "--convention", "qwen3", "--dtype", "bf16")
