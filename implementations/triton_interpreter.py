@@ -32,8 +32,10 @@ the compiler in ways that would make normdiff judge the interpreter instead of t
               (a crash: `munmap_chunk(): invalid pointer`, measured on Triton's LayerNorm tutorial
               given padded rows). Here every load, store and atomic that a mask lets through must
               fall inside the memory of a tensor the launch was given (anywhere in its storage, as
-              on a GPU, where a view's neighbours are readable); one that does not is refused,
-              naming the program, the pointer and how far it is from the nearest tensor
+              on a GPU, where a view's neighbours are readable); a store or atomic that does not
+              is refused, naming the program, the pointer and how far it is from the nearest
+              tensor; a float load reads NaN there (a GPU reads whatever lies there), so a row's
+              last block loaded without its mask disagrees where it reads past the end
 
 What it does not model, and need not: the order of a reduction inside tl.sum (NumPy sums
 pairwise; a GPU by its warp tree: a float32 order difference normdiff's budgets already allow), the
@@ -126,8 +128,10 @@ def _bounds(interpreter) -> None:
     cas, rmw = builder.create_atomic_cas, builder.create_atomic_rmw
 
     def masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
-        _check(self, ptrs, mask, "load")
-        return load(self, ptrs, mask, other, cache_policy, is_volatile)
+        outside = _outside(ptrs, mask)
+        if outside is None:
+            return load(self, ptrs, mask, other, cache_policy, is_volatile)
+        return _load_outside(load, self, ptrs, mask, other, cache_policy, is_volatile, outside)
 
     def masked_store(self, ptrs, value, mask, cache_policy):
         _check(self, ptrs, mask, "store")
@@ -197,31 +201,63 @@ def _buffers(name: str, arg) -> list[tuple[int, int, str]]:
     return [(storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name)]
 
 
-def _check(builder, ptrs, mask, what: str) -> None:
-    """Refuse an access (the addresses the mask lets through) outside every buffer of the launch."""
+def _outside(ptrs, mask) -> np.ndarray | None:
+    """The lanes (shaped as the pointers) that the mask lets through and that fall outside every
+    buffer of the launch; None when there are none."""
     if not _BUFFERS:
-        return
+        return None
     addresses = np.asarray(ptrs.data, dtype=np.uint64)
-    if mask is not None:
-        addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
-    addresses = addresses.ravel()
-    if not addresses.size:
-        return
+    active = np.ones(addresses.shape, dtype=bool) if mask is None else \
+        np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
     size = np.uint64(np.dtype(_element_numpy_dtype(ptrs)).itemsize)
     inside = np.zeros(addresses.shape, dtype=bool)
     for start, end, _ in _BUFFERS:
         inside |= (addresses >= np.uint64(start)) & (addresses + size <= np.uint64(end))
-    if inside.all():
-        return
-    bad = int(addresses[~inside][0])
+    outside = active & ~inside
+    return outside if outside.any() else None
+
+
+def _check(builder, ptrs, mask, what: str) -> None:
+    """Refuse a store or an atomic outside every buffer of the launch, naming where."""
+    outside = _outside(ptrs, mask)
+    if outside is not None:
+        raise OutOfBounds(_where(builder, ptrs, outside, what))
+
+
+def _where(builder, ptrs, outside: np.ndarray, what: str) -> str:
+    size = np.dtype(_element_numpy_dtype(ptrs)).itemsize
+    bad = int(np.asarray(ptrs.data, dtype=np.uint64)[outside].ravel()[0])
     start, end, name = min(_BUFFERS, key=lambda b: min(abs(bad - b[0]), abs(bad - b[1])))
     if bad >= end:
-        where = f"just past the end of {name}" if bad < end + int(size) else f"{bad - end} bytes past the end of {name}"
+        where = f"just past the end of {name}" if bad < end + size else f"{bad - end} bytes past the end of {name}"
     else:
         where = f"{start - bad} bytes before the start of {name}"
-    raise OutOfBounds(f"program {tuple(builder.grid_idx)} would {what} {int((~inside).sum())} element(s) outside every "
-                      f"tensor the kernel was given (the first {where}): on a GPU an illegal memory access "
-                      f"or another tensor's data; check its masks and row strides")
+    return (f"program {tuple(builder.grid_idx)} would {what} {int(outside.sum())} element(s) outside every tensor the "
+            f"kernel was given (the first {where}): on a GPU an illegal memory access or another tensor's data; "
+            "check its masks and row strides")
+
+
+# what a float load outside every tensor gives here: NaN, in each format's bits (bf16 is held as uint16)
+NAN_BITS = {"bf16": np.uint16(0x7FC0)}
+
+
+def _load_outside(load, builder, ptrs, mask, other, cache_policy, is_volatile, outside):
+    """A load with lanes outside every tensor: on a GPU they read whatever lies there (another
+    tensor's data, or a fault); here a float lane reads NaN, so the output shows it every time and
+    the case disagrees where it reads it (a row's last block loaded without its mask); an integer
+    lane (an index, a lock) is refused, as no value of it is safe to go on with."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    element = ptrs.get_element_ty()
+    if not (element.is_floating() and (element == tl.bfloat16 or element in (tl.float16, tl.float32, tl.float64))):
+        raise OutOfBounds(_where(builder, ptrs, outside, "load"))
+    inside = interpreter.TensorHandle(np.asarray(mask.data, dtype=bool) & ~outside if mask is not None else ~outside,
+                                      tl.int1)
+    loaded = load(builder, ptrs, inside, other, cache_policy, is_volatile)
+    data = np.array(loaded.data)
+    data[np.broadcast_to(outside, data.shape)] = NAN_BITS["bf16"] if element == tl.bfloat16 else np.nan
+    return interpreter.TensorHandle(data, loaded.dtype)
 
 
 def _element_numpy_dtype(ptrs):

@@ -2,9 +2,9 @@
 against what the GPU computes (torch's CPU arithmetic rounds bf16 the same way: each operation in
 float32, then to nearest even). Every test here fails on the bare interpreter: a bf16 product is
 garbage there, an fp32 -> bf16 store truncates, a Python float is no fp32 scalar, libdevice returns
-None, a bf16 sum adds bit patterns, an autotuned kernel
-finds no driver to benchmark with, a bf16 atomic is refused, a grid given as a list is refused, and an access past every tensor
-reads or corrupts the host's memory."""
+None, a bf16 sum adds bit patterns, an autotuned kernel finds no driver to benchmark with, a bf16
+atomic is refused, a grid given as a list is refused, and an access past every tensor reads or
+corrupts the host's memory."""
 import importlib.util
 import os
 
@@ -56,11 +56,18 @@ if importlib.util.find_spec("triton") is not None:
         tl.store(out_ptr + i, tl.load(a_ptr + i, mask=i < n) * 2, mask=i < n)
 
     @triton.jit
-    def _copy_rows(a_ptr, out_ptr, stride, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+    def _copy_rows(a_ptr, out_ptr, stride, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr,
+                   MASK_STORE: tl.constexpr):
         i = tl.arange(0, BLOCK)
         row = tl.program_id(0)
-        mask = i < n if MASKED else i < BLOCK
-        tl.store(out_ptr + row * n + i, tl.load(a_ptr + row * stride + i, mask=mask), mask=mask)
+        loaded = tl.load(a_ptr + row * stride + i, mask=(i < n) if MASK_LOAD else (i < BLOCK))
+        tl.store(out_ptr + row * BLOCK + i, loaded, mask=(i < n) if MASK_STORE else (i < BLOCK))
+
+    @triton.jit
+    def _row_sums_in_place(a_ptr, n, BLOCK: tl.constexpr):  # one tensor: any address past it is outside
+        i = tl.arange(0, BLOCK)
+        row = tl.program_id(0)
+        tl.store(a_ptr + row * n, tl.sum(tl.load(a_ptr + row * n + i).to(tl.float32), 0))  # the load unmasked
 
     @triton.jit
     def _accumulate(a_ptr, out_ptr, N: tl.constexpr):
@@ -137,16 +144,23 @@ def test_an_autotuned_kernel_runs_in_its_first_config_without_a_driver_to_benchm
     assert torch.equal(out, 2 * x) and _autotuned_copy.best_config.kwargs == {"BLOCK": 64}
 
 
-def test_a_masked_access_stays_inside_its_tensors_and_one_past_them_is_refused_by_name():
+def test_a_masked_access_stays_inside_its_tensors_and_one_past_them_is_refused_or_reads_nan():
     a = torch.arange(6 * 200, dtype=torch.float32).reshape(6, 200)[:, :100]  # rows at a pitch of 200
-    out = torch.empty(6, 100)
-    _copy_rows[[6]](a, out, a.stride(0), 100, BLOCK=128, MASKED=True)  # a grid as a list, as a GPU takes it
-    assert torch.equal(out, a)
-    # unmasked, each row reads 28 of its neighbours in a's storage (readable on a GPU too), and the
-    # last row's store runs past out
-    with pytest.raises(Exception, match=r"program \(5, 0, 0\) would store 28 element\(s\) outside every tensor.*"
+    out = torch.zeros(6, 128)
+    _copy_rows[[6]](a, out, a.stride(0), 100, BLOCK=128, MASK_LOAD=True, MASK_STORE=True)  # a grid as a list
+    assert torch.equal(out[:, :100], a)
+    # unmasked, each row reads 28 of its neighbours in a's storage (readable on a GPU too): in bounds
+    _copy_rows[(6,)](a, out, a.stride(0), 100, BLOCK=128, MASK_LOAD=False, MASK_STORE=False)
+    assert torch.equal(out[:, 100:], a.as_strided((6, 28), (200, 1), 100)) and not out.isnan().any()
+    # a contiguous x: the last row's unmasked block reads past its end, NaN there (garbage on a GPU);
+    # the other rows read the next row's first 28, inside x
+    x = torch.ones(6, 100, dtype=torch.bfloat16)
+    _row_sums_in_place[(6,)](x, 100, BLOCK=128)
+    assert x[5, 0].isnan() and x[:5, 0].tolist() == [128.0] * 5
+    # and a store past the end of out is refused, by program and tensor (rows at a pitch of 128 in 600)
+    with pytest.raises(Exception, match=r"program \(4, 0, 0\) would store 40 element\(s\) outside every tensor.*"
                                         r"the first just past the end of out_ptr"):
-        _copy_rows[(6,)](a, out, a.stride(0), 100, BLOCK=128, MASKED=False)
+        _copy_rows[(6,)](x, out[:, :100].contiguous(), 100, 100, BLOCK=128, MASK_LOAD=True, MASK_STORE=False)
 
 
 def test_a_bf16_atomic_add_rounds_each_addition_to_nearest_even_lane_by_lane():

@@ -40,12 +40,21 @@ def test_a_correct_kernel_agrees_forward_and_backward(target):
 @pytest.mark.parametrize("target, bug", [
     ("rms_norm_eps_outside", "eps-outside-sqrt"),
     ("rms_norm_mask_bug", "masked-tail"),  # right at 4x256, wrong at 4x200
+    ("rms_norm_load_unmasked", "masked-tail"),  # the next row's elements; NaN past the end of x
 ])
 def test_each_forward_bug_is_caught(target, bug):
     result = checked(target)
     assert result.verdict == "disagrees", result.message
     if bug:
         assert result.bug == bug, check.describe(result, target)
+
+
+@pytest.mark.parametrize("target, verdict, bug", [("rms_norm", "agrees", ""), ("rms_norm_mask_bug", "disagrees", "masked-tail")])
+def test_the_kernel_suite_tells_a_masked_tail_by_its_power_of_two_twins(target, verdict, bug):
+    impl = user_implementation(f"{FIX}:{target}", "rms_norm", "qwen3", None)
+    result = check.check(impl, suite="kernel", timeout=120, passes="forward", dtypes=("float32",), regimes=("normal",))
+    assert {r["case_id"].split("/")[2] for r in result.rows} >= {"1x4097", "67x1025", "67x3072", "67x1024"}
+    assert result.verdict == verdict and result.bug == bug, check.describe(result, target)
 
 
 def test_a_dw_accumulated_in_bf16_is_caught_in_the_backward():
