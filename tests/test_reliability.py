@@ -209,7 +209,7 @@ ATTEMPTS = [
             r"--save-baseline /sys/b.json: cannot write", "absent", TINY),
     Attempt("baseline-corrupt", ["run", "--suite", "tiny.toml", "-i", "numpy", "--baseline", "b.json", "--out", "out"],
             2, r"b.json", "absent", {**TINY, "b.json": "{not json"}),
-    Attempt("unknown-suite", ["run", "--suite", "nosuch"], 2, r"unknown suite 'nosuch'; known: default, large, smoke"),
+    Attempt("unknown-suite", ["run", "--suite", "nosuch"], 2, r"unknown suite 'nosuch'; known: default, kernel, large, smoke"),
     Attempt("unknown-implementation", ["run", "-i", "nosuch"], 2, r"nosuch.*known"),
     Attempt("op-without-with", ["run", "--op", "rms_norm"], 2, r"applies to the --target before it"),
     Attempt("check-nothing", ["check", "--op", "rms_norm", "--convention", "qwen3"], 2, r"nothing to check"),

@@ -53,11 +53,9 @@ def diagnose(outputs: dict, op: str, convention: str, agreeing=()) -> diagnosis.
     if backward and not forward:
         with np.errstate(all="ignore"):
             matches = backward_diagnosis.diagnose(backward, op, convention)
-        found.matches = sorted(matches + found.matches, key=lambda m: -m.share)[:5]
+        missing = diagnosis.gradient_missing_match(backward)  # a backward bug no catalogued one says
+        found.matches = sorted(matches + found.matches + ([missing] if missing else []), key=lambda m: -m.share)[:5]
         found.examined = max(found.examined, min(len(backward), diagnosis.MAX_CASES))
-    missing = diagnosis.gradient_missing_match(backward)
-    if missing is not None:  # no knob or backward bug says it: before what the numbers come closest to
-        found.matches = [missing] + found.matches[:4]
     return found
 
 

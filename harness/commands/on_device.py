@@ -16,6 +16,7 @@ import numpy as np
 from normdiff.harness import api
 from normdiff.harness.engine.judge import output_format, ulp_distance
 from normdiff.implementations.entry import Implementation
+from normdiff.text import ulps
 
 INTERPRETED, COMPILED = "triton", "triton_gpu"
 
@@ -78,5 +79,5 @@ def lines(device: dict) -> list[str]:
             f"beside the interpreter, {device['bit_identical']} of {device['compared']} cases bit-identical")
     worst = device.get("worst")
     if worst:
-        text += f", at most {worst['ulp_apart']:.3g} ulp apart ({worst['case']})"
+        text += f", at most {ulps(worst['ulp_apart'])} apart ({worst['case']})"
     return [text]

@@ -8,10 +8,6 @@ import numpy as np
 
 from normdiff.implementations.frameworks.record import Framework
 
-# The device this worker's tensors are made on: "cpu", but "cuda" in the triton_gpu worker, which runs
-# a Triton kernel compiled on a GPU beside the interpreter's run (frameworks/triton_gpu.py)
-DEVICE = "cpu"
-
 
 def to_numpy(value) -> np.ndarray:
     import ml_dtypes
@@ -35,18 +31,8 @@ def from_numpy(array: np.ndarray):
     if any(s < 0 for s in array.strides):
         array = np.ascontiguousarray(array)
     if array.dtype == ml_dtypes.bfloat16:
-        tensor = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    else:
-        tensor = torch.from_numpy(array)
-    return tensor if DEVICE == "cpu" else _on_device(tensor)
-
-
-def _on_device(tensor):
-    """The same bits on DEVICE, in the same strides (a padded or transposed layout stays one)."""
-    import torch
-
-    moved = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device=DEVICE)
-    return moved.copy_(tensor)
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def input_leaf(array: np.ndarray):
@@ -107,7 +93,7 @@ def fold(grad, shape: tuple):
 def prepare_module(module, x: np.ndarray):
     """A torch module in the case dtype, as a model loaded in bf16 holds its norms."""
     if hasattr(module, "to") and hasattr(module, "parameters"):
-        return module.to(device=DEVICE, dtype=from_numpy(x[:0]).dtype)
+        return module.to(from_numpy(x[:0]).dtype)
     return module
 
 

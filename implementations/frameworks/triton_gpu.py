@@ -25,18 +25,34 @@ def missing() -> str | None:
 
 
 def setup() -> None:
-    """Compiled, not interpreted, and every tensor on the GPU."""
+    """Compiled, not interpreted, and every tensor on the GPU: torch's from_numpy, which the torch
+    framework's leaves, upstream gradients and weights are made by, moves its tensor there, in this
+    worker only (it runs nothing else)."""
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
 
     if not torch.cuda.is_available():
         raise RuntimeError(f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False): "
                            "a CPU build, or no device visible to this process")
-    torch_framework.DEVICE = "cuda"
+    on_the_cpu = torch_framework.from_numpy
+
+    def on_the_gpu(array):
+        """The same bits on the GPU, in the same strides (a padded or transposed layout stays one)."""
+        tensor = on_the_cpu(array)
+        moved = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device="cuda")
+        return moved.copy_(tensor)
+
+    torch_framework.from_numpy = on_the_gpu
+
+
+def _prepare_module(module, x):
+    prepared = torch_framework.prepare_module(module, x)
+    return prepared.cuda() if hasattr(prepared, "cuda") and hasattr(prepared, "parameters") else prepared
 
 
 FRAMEWORK = Framework("triton_gpu", modules=("triton", "torch"), extra="triton", distributions=("triton", "torch"),
-                      user_code=True, to_numpy=torch_framework.to_numpy, from_numpy=torch_framework.from_numpy,
-                      strides=True, setup=setup, missing=missing, prepare_module=torch_framework.prepare_module,
+                      user_code=True, to_numpy=torch_framework.to_numpy,
+                      from_numpy=lambda array: torch_framework.from_numpy(array),  # as setup leaves it
+                      strides=True, setup=setup, missing=missing, prepare_module=_prepare_module,
                       weights=torch_framework.weights, set_weight=torch_framework.set_weight,
                       differentiate=torch_framework.differentiate)

@@ -246,7 +246,7 @@ MISUSE = [
                                                                                        "False; got 'yes' (str)"),
     ("user-op", lambda: _user(op=3), "op must be an op name (a string), e.g. 'l2_norm'; got 3 (int)"),
     ("user-framework", lambda: _user(framework="pytorch"), "unknown framework 'pytorch'; known: jax, keras, mlx, "
-                                                           "numpy, onnxruntime, tinygrad, torch, triton; did you mean 'torch'?"),
+                                                           "numpy, onnxruntime, tinygrad, torch, triton, triton_gpu; did you mean 'torch'?"),
     ("user-call", lambda: _user(call=3), "call must be a string (a template such as 'f(x, weight, eps=eps)', or '' "
                                          "for none); got 3 (int)"),
     ("user-target", lambda: usercode.user_implementation(None, "rms_norm", "qwen3"),
