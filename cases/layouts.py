@@ -18,6 +18,12 @@ NumPy's strides where the framework has strides (NumPy, PyTorch; the framework r
 Frameworks whose arrays have no strides (JAX, MLX, keras, onnxruntime, tinygrad, a command's files)
 copy whatever they are given into their own layout, so a layout case would only repeat the contiguous
 one there: they do not run it (the report says `unsupported`, and why).
+
+`batched` is no stride: the rows arrive as a batch of sequences, rank 3, as a model's layers get
+them ((batch, seq, hidden)), and what comes back in that shape is read as rows. Code that takes
+`x.shape[0]` for the number of rows (FlagGems #5392: its LayerNorm backward, M = shape[0] and
+N = numel / M, wrong gradients and out-of-bounds writes for rank 3) is wrong there alone. Any
+framework's user code can be given it; a registered implementation is checked on rows.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ class Layout:
     name: str
     what: str  # one line, for `normdiff list layouts` and the docs
     moves: str = ROWS  # ROWS: the row operands and upstream gradients; PER_CASE: the weight and bias
+    strides: bool = True  # it is made of strides (only frameworks with strides can be given it)
 
 
 LAYOUTS = {layout.name: layout for layout in (
@@ -47,6 +54,8 @@ LAYOUTS = {layout.name: layout for layout in (
     Layout("offset", "contiguous, but one element into its buffer: x.flatten()[1:], misaligned"),
     Layout("broadcast", "the weight (and bias) as one value with stride 0: weight.expand(width); x contiguous",
            PER_CASE),
+    Layout("batched", "the rows as a batch of sequences, rank 3: x.reshape(2, rows / 2, width) (1, rows, width "
+           "for an odd count), contiguous; the output is read back as rows", strides=False),
 )}
 DEFAULT = "contiguous"
 PER_CASE_LAYOUTS = tuple(name for name, layout in LAYOUTS.items() if layout.moves == PER_CASE)
@@ -74,10 +83,29 @@ def check_case_layout(name: str, per_case: dict[str, str]) -> None:
                          f"({', '.join(CONSTANT_WEIGHTS)}); got {shown}")
 
 
+def batched_shape(shape: tuple) -> tuple:
+    """A row operand's shape as a batch of sequences: (2, rows / 2, ...), or (1, rows, ...) for an odd
+    number of rows; an operand of one dimension is left as it is."""
+    if len(shape) < 2:
+        return tuple(shape)
+    rows = shape[0]
+    return (2, rows // 2, *shape[1:]) if rows % 2 == 0 else (1, rows, *shape[1:])
+
+
+def as_rows(out, shape: tuple, name: str):
+    """A batched call's output (or a gradient of a row operand) read back in the case's shape: only
+    an array of exactly the batched shape is (any other shape is the code's, and judged as it is)."""
+    if name == "batched" and tuple(np.shape(out)) == batched_shape(shape) != tuple(shape):
+        return np.reshape(out, shape)
+    return out
+
+
 def lay_out(array: np.ndarray, name: str) -> np.ndarray:
     """A writable view with `array`'s values in layout `name` (a new buffer: never a view of `array`)."""
     if name == "contiguous":
         return array
+    if name == "batched":
+        return np.array(array).reshape(batched_shape(array.shape))
     if name == "transposed":
         return np.asfortranarray(array) if array.ndim > 1 else array
     if name == "padded":

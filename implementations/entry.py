@@ -24,7 +24,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from normdiff.cases.layouts import DEFAULT as CONTIGUOUS
+from normdiff.cases.layouts import DEFAULT as CONTIGUOUS, LAYOUTS
 from normdiff.harness.data.errors import UsageError
 from normdiff.harness.data.names import unknown
 from normdiff.harness.data.ops import OPS
@@ -138,6 +138,12 @@ class Implementation:
             return None
         if self.expected_to_fail:  # a mutant's layout twins would only repeat its contiguous cases, a call each
             return f"{self.name} is a mutant: a contract bug, run in contiguous memory only"
+        if not LAYOUTS[layout].strides:  # a batch of sequences: a shape, which a user's Python code takes
+            framework = FRAMEWORKS[self.framework]
+            if self.kind == USER_KIND and framework.user_code:
+                return None
+            return (f"{self.name} is checked on rows: a {layout} case (rank 3) is for a user's code in a Python "
+                    "framework (cases/layouts.py)")
         if FRAMEWORKS[self.framework].strides:
             return None
         return (f"{self.framework} arrays have no strides, so a {layout} layout would reach {self.name} as a "

@@ -429,6 +429,13 @@ def layout_match(disagreeing: list[str], agreeing) -> Match | None:
     if not twinned:
         return None
     shown = sorted({c.layout for c in twinned})
+    if shown == ["batched"]:  # a shape, not strides
+        return _structural(LAYOUT_DEPENDENT, {"layout": shown}, len(twinned), len(cases),
+                     "yours: wrong when x comes as a batch of sequences (rank 3), right on the same rows as a "
+                     "matrix; the convention: the norm is over the last dimension whatever the leading ones "
+                     "(rows = x.size // width, not x.shape[0])",
+                     "takes the first dimension for the number of rows (FlagGems #5392), or flattens the leading "
+                     "dimensions wrongly")
     return _structural(LAYOUT_DEPENDENT, {"layout": shown}, len(twinned), len(cases),
                  f"yours: wrong when its arrays are {', '.join(shown)} in memory, right on the same values "
                  "contiguous; the convention: the same output whatever the strides (read through the strides, "

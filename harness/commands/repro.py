@@ -414,6 +414,8 @@ ULP = {_array_literal(np.asarray(spacing, dtype=np.float64))}
 
 def main() -> int:
     out = np.asarray(implementation())
+    if LAYOUT == "batched":  # a batch of sequences' output read back as rows, as normdiff's worker reads it
+        out = as_rows(out, REFERENCE.shape, LAYOUT)
     if out.shape != REFERENCE.shape:
         print(f"wrong-shaped output {{out.shape}}; expected {{REFERENCE.shape}}")
         return 1
@@ -480,8 +482,9 @@ def _layout_code(case: Case) -> str:
     """The script's lines that lay INPUTS (and UPSTREAM) out in memory as the run did: the source
     of cases/layouts.py's functions, so the script needs no normdiff ("" for a contiguous case)."""
     if case.layout == layouts.DEFAULT:
-        return ""
-    functions = "\n\n".join(inspect.getsource(f) for f in (layouts._poisoned, layouts._row_strides, layouts.lay_out,
+        return f"LAYOUT = {layouts.DEFAULT!r}\n"
+    functions = "\n\n".join(inspect.getsource(f) for f in (layouts._poisoned, layouts._row_strides,
+                                                          layouts.batched_shape, layouts.as_rows, layouts.lay_out,
                                                           layouts.lay_out_arrays))
     per_case = {o.name for o in case.record.operands if o.per == CASE}
     upstream = ""

@@ -147,6 +147,7 @@ def handle(message: tuple) -> tuple:
         return ("ok", sorted(takes) if takes is not None else None, time.perf_counter() - start,
                 tuple(sees) if sees is not None else None)
     _, _, op, contract, inputs, *upstream = message
+    shapes = {name: array.shape for name, array in inputs.arrays.items()}  # the case's, before a layout
     inputs, upstream = _laid_out(op, inputs, upstream)
     args = (op, contract, inputs, *upstream)
     given = _upstream_arrays(upstream[0]) if upstream else {}  # dy (and a fused add's dresidual_out)
@@ -171,6 +172,7 @@ def handle(message: tuple) -> tuple:
             out = _readable(value[name], f"the gradient of {name}")
             if isinstance(out, str):
                 return ("error", out)
+            out = layouts.as_rows(out, shapes[name], inputs.layout)
             if out.size > inputs.arrays[name].size:
                 return ("error", f"wrong-shaped gradient of {name} {out.shape}; expected {inputs.arrays[name].shape}")
             grads[name] = out
@@ -187,6 +189,7 @@ def handle(message: tuple) -> tuple:
         out = _readable(values[name], "" if len(results) == 1 else name)
         if isinstance(out, str):
             return ("error", out)
+        out = layouts.as_rows(out, shapes["x"], inputs.layout) if "x" in shapes else out
         if x is not None and out.size > x.size:  # refused here, before gigabytes cross the pipe
             what = "output" if len(results) == 1 else f"{name}"
             return ("error", f"wrong-shaped {what} {out.shape}; expected {x.shape} (the shape of x)")

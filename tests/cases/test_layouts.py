@@ -17,8 +17,9 @@ def test_a_layout_keeps_every_value_in_a_new_writable_buffer(name, dtype):
     if name == "broadcast":
         array = np.full((8,), 3, dtype)
     view = layouts.lay_out(array, name)
-    assert view.shape == array.shape and view.dtype == array.dtype and view.flags.writeable
-    assert (view.astype(np.float64) == array.astype(np.float64)).all()
+    shape = layouts.batched_shape(array.shape) if name == "batched" else array.shape  # a shape, not strides
+    assert view.shape == shape and view.dtype == array.dtype and view.flags.writeable
+    assert (view.astype(np.float64).ravel() == array.astype(np.float64).ravel()).all()
     if name != "contiguous":
         assert not np.shares_memory(view, array)
 
@@ -32,6 +33,16 @@ def test_each_layout_has_the_strides_it_names():
     assert strides["strided"] == (192, 2)
     assert strides["offset"] == (96, 1) and layouts.lay_out(x, "offset").ctypes.data % 8 == 4
     assert layouts.lay_out(np.ones(96, np.float32), "broadcast").strides == (0,)
+
+
+def test_batched_rows_are_a_batch_of_sequences_and_only_that_shape_is_read_back_as_rows():
+    assert layouts.batched_shape((8, 96)) == (2, 4, 96) and layouts.batched_shape((67, 96)) == (1, 67, 96)
+    assert layouts.batched_shape((96,)) == (96,)  # a weight is left as it is
+    out = np.arange(8 * 96.0).reshape(2, 4, 96)
+    assert layouts.as_rows(out, (8, 96), "batched").shape == (8, 96)
+    assert layouts.as_rows(out.reshape(4, 2, 96), (8, 96), "batched").shape == (4, 2, 96)  # the code's own shape
+    assert layouts.as_rows(out, (8, 96), "padded").shape == (2, 4, 96)
+    assert not layouts.LAYOUTS["batched"].strides and layouts.LAYOUTS["padded"].strides
 
 
 def test_memory_outside_the_view_is_nan_so_a_read_past_it_shows():
@@ -73,10 +84,14 @@ def test_a_suite_group_lists_layouts_and_asks_for_batch_invariance():
         suites.expand({**group, "layouts": ["diagonal"]})
 
 
-def test_the_default_suite_has_a_contiguous_twin_for_every_layout_case():
-    cases = suites.load("default").cases
+@pytest.mark.parametrize("suite", ["default", "kernel"])
+def test_a_suite_has_a_contiguous_twin_for_every_layout_case(suite):
+    cases = suites.load(suite).cases
     ids = {c.id for c in cases}
     laid = [c for c in cases if c.layout != "contiguous"]
     assert laid and all(dataclasses.replace(c, layout="contiguous").id in ids for c in laid)
-    assert {c.layout for c in laid} == set(layouts.LAYOUTS) - {"contiguous"}
-    assert any(c.batch_check for c in cases)
+    if suite == "default":  # a batch of sequences is the kernel suite's (for user code)
+        assert {c.layout for c in laid} == set(layouts.LAYOUTS) - {"contiguous", "batched"}
+        assert any(c.batch_check for c in cases)
+    else:
+        assert "batched" in {c.layout for c in laid}

@@ -33,7 +33,7 @@ def test_the_shipped_suites_pass_the_schema_with_their_cases_unchanged():
     assert len(suites.load("smoke")) == 55
     large = suites.load("large")
     assert len(large) == 7 and {c.rows for c in large.cases} == {65537} and all(c.width & (c.width - 1) for c in large.cases)
-    assert len(suites.load("kernel")) == 282
+    assert len(suites.load("kernel")) == 332
 
 
 def write(tmp_path, text):

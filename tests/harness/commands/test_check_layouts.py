@@ -25,6 +25,24 @@ def test_check_of_correct_numpy_code_agrees_in_every_layout(check_json):
     assert laid == {"transposed", "padded", "strided", "offset", "broadcast"}
 
 
+def test_code_that_takes_the_first_dimension_for_the_rows_is_wrong_on_a_batch_of_sequences_alone(check_json):
+    code, result = check_json(f"{FIX}/user/numpy_norms.py:rms_norm_rows_from_first_dim", "--op", "rms_norm",
+                              "--convention", "qwen3", "--suite", "kernel", "--dtype", "float32", "--regime", "normal")
+    best = result["diagnosis"][0]
+    assert code == 1 and best["bug"] == "layout-dependent" and best["changes"] == {"layout": ["batched"]}
+    assert "x.shape[0]" in best["fix"] and best["convincing"]
+    wrong = {row["case_id"] for row in result["rows"] if row["outcome"] not in ("agree", "identical")}
+    assert wrong and all(cid.endswith("/layout=batched") for cid in wrong)
+
+
+def test_a_registered_implementation_is_checked_on_rows_and_user_code_on_a_batch_too():
+    from normdiff.harness.commands.usercode import user_implementation
+    from normdiff.implementations import registry
+    assert "checked on rows" in registry.get("numpy").layout_problem("batched")
+    impl = user_implementation(f"{FIX}/user/jax_norms.py:rms_norm", "rms_norm", "qwen3", None)
+    assert impl.layout_problem("batched") is None and impl.layout_problem("padded") is not None  # JAX: no strides
+
+
 def test_run_with_finds_it_in_the_default_suite(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "normdiff.harness.commands.cli", "run", "-i", "numpy",
                            "--with", f"{RAW}:rms_norm_numpy", "--framework", "numpy", "--op", "rms_norm",
