@@ -97,7 +97,8 @@ def run(entry: Entry, timeout: float = 120.0) -> dict:
         impl = user_implementation(str(entry.folder / entry.target.split(":")[0]) + ":" + entry.target.split(":", 1)[1],
                                    entry.op, entry.convention, entry.framework or None, name=entry.id,
                                    call=entry.call, init=entry.init)
-        result = check.check(impl, timeout=timeout, eps=entry.eps, passes=entry.passes)
+        result = check.check(impl, suite=entry.meta.get("suite", "default"), timeout=timeout, eps=entry.eps,
+                             passes=entry.passes)
         row.update(verdict=result.verdict, named=[m.name for m in result.diagnosis.matches],
                    message=result.message)
     except UsageError as exc:  # what a user would see: exit 2 with the message
