@@ -85,8 +85,8 @@ def check_case_layout(name: str, per_case: dict[str, str]) -> None:
 
 def batched_shape(shape: tuple) -> tuple:
     """A row operand's shape as a batch of sequences: (2, rows / 2, ...), or (1, rows, ...) for an odd
-    number of rows; an operand of one dimension is left as it is."""
-    if len(shape) < 2:
+    number of rows (a row operand of one dimension, RoPE's positions, too: (2, rows / 2))."""
+    if not shape:
         return tuple(shape)
     rows = shape[0]
     return (2, rows // 2, *shape[1:]) if rows % 2 == 0 else (1, rows, *shape[1:])

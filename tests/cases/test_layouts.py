@@ -37,7 +37,7 @@ def test_each_layout_has_the_strides_it_names():
 
 def test_batched_rows_are_a_batch_of_sequences_and_only_that_shape_is_read_back_as_rows():
     assert layouts.batched_shape((8, 96)) == (2, 4, 96) and layouts.batched_shape((67, 96)) == (1, 67, 96)
-    assert layouts.batched_shape((96,)) == (96,)  # a weight is left as it is
+    assert layouts.batched_shape((96,)) == (2, 48)  # a row operand of one dimension (positions) too
     out = np.arange(8 * 96.0).reshape(2, 4, 96)
     assert layouts.as_rows(out, (8, 96), "batched").shape == (8, 96)
     assert layouts.as_rows(out.reshape(4, 2, 96), (8, 96), "batched").shape == (4, 2, 96)  # the code's own shape
