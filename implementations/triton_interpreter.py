@@ -23,6 +23,11 @@ the compiler in ways that would make normdiff judge the interpreter instead of t
               which cannot be known here; the configs of a norm kernel differ in how its work is
               tiled (rows per program, a block of a row), so another config could change the
               order of a sum, within the float32 budget, not the formula
+  driver      the interpreter has no active driver, so code that asks Triton for the device
+              (`triton.runtime.driver.active.utils.get_device_properties(i)["multiprocessor_count"]`:
+              fla sizes its dw partials so) fails or falls back to one SM: here a stand-in driver
+              answers with the stand-in H100's figures (implementations/kernel_host.py), its backend
+              "cpu" (so no library takes a CUDA-only path), and refuses to benchmark
   atomics     programs run one after another, so atomics are deterministic here (one legal order
               of a GPU's); bf16 atomics are refused by the interpreter ("Unsupported data type"):
               here add, max, min and exchange on bf16 run lane by lane, each result rounded to
@@ -68,6 +73,7 @@ def install() -> None:
     _extern(interpreter)
     _autotune()
     _bounds(interpreter)
+    _driver()
     _INSTALLED = True
 
 
@@ -99,6 +105,57 @@ def _autotune() -> None:
         return pruned(self, kwargs)[:1]
 
     autotuner.Autotuner.prune_configs = first_config
+
+
+# ---- the driver ------------------------------------------------------------------------------------
+
+class _StandInUtils:
+    @staticmethod
+    def get_device_properties(device=0) -> dict:
+        from normdiff.implementations.kernel_host import StandInGPU
+
+        return {"multiprocessor_count": StandInGPU.multi_processor_count, "max_shared_mem":
+                StandInGPU.shared_memory_per_block_optin, "max_num_regs": StandInGPU.regs_per_multiprocessor,
+                "warpSize": StandInGPU.warp_size, "name": StandInGPU.name}
+
+
+class StandInDriver:
+    """What `triton.runtime.driver.active` is in the Triton worker: the stand-in GPU's figures, a "cpu"
+    target, the CPU as torch's device; no benchmarker (autotune runs one config unbenchmarked)."""
+
+    utils = _StandInUtils()
+
+    @staticmethod
+    def is_active() -> bool:
+        return True
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cpu", 0, 32)
+
+    def get_active_torch_device(self):
+        import torch
+
+        return torch.device("cpu")
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device) -> None:
+        return None
+
+    def get_current_stream(self, device=None) -> int:
+        return 0
+
+    def get_benchmarker(self):
+        raise NotImplementedError("normdiff's Triton interpreter runs kernels unbenchmarked: there is no GPU to time")
+
+
+def _driver() -> None:
+    from triton.runtime import driver
+
+    driver.set_active(StandInDriver())
 
 
 # ---- bounds --------------------------------------------------------------------------------------

@@ -3,8 +3,8 @@ against what the GPU computes (torch's CPU arithmetic rounds bf16 the same way: 
 float32, then to nearest even). Every test here fails on the bare interpreter: a bf16 product is
 garbage there, an fp32 -> bf16 store truncates, a Python float is no fp32 scalar, libdevice returns
 None, a bf16 sum adds bit patterns, an autotuned kernel finds no driver to benchmark with, a bf16
-atomic is refused, a grid given as a list is refused, and an access past every tensor reads or
-corrupts the host's memory."""
+atomic is refused, a grid given as a list is refused, an access past every tensor reads or corrupts
+the host's memory, and there is no driver to ask for the device."""
 import importlib.util
 import os
 
@@ -171,3 +171,9 @@ def test_a_bf16_atomic_add_rounds_each_addition_to_nearest_even_lane_by_lane():
     for j in range(64):  # one legal order of the GPU's, each sum rounded to bf16
         want[j % 4] = want[j % 4] + a[j]
     assert torch.equal(out, want) and not torch.equal(want, a.float().reshape(16, 4).sum(0).bfloat16())
+
+
+def test_code_that_asks_tritons_driver_for_the_device_gets_the_stand_in_gpu():
+    active = triton.runtime.driver.active  # the bare interpreter: "0 active drivers"
+    assert active.utils.get_device_properties(0)["multiprocessor_count"] == 132
+    assert active.get_current_target().backend == "cpu" and str(active.get_active_torch_device()) == "cpu"
