@@ -42,7 +42,7 @@ from normdiff.harness.data.dtypes import get_format
 from normdiff.harness.data.knobs import DERIVED_KNOBS, KNOBS
 from normdiff.harness.data.ops import OPS
 from normdiff.harness.engine import chain, oracle, quant_judge
-from normdiff.harness.engine.judge import output_format, ulp_distance
+from normdiff.harness.engine.judge import output_format, ulp_apart
 from normdiff.implementations import numpy_own
 
 MAX_CASES = 30  # disagreeing cases examined per candidate, spread over regimes, dtypes and eps
@@ -188,15 +188,6 @@ def candidates(op: str, convention: str) -> list[Candidate]:
     return list(found.values())
 
 
-def _distance(a: np.ndarray, b: np.ndarray, fmt) -> float:
-    """Max ULP distance between two outputs (inf when their NaN/Inf patterns or their shapes differ:
-    a quantizing candidate with another block size has another number of scales)."""
-    if np.shape(a) != np.shape(b):
-        return float("inf")
-    dist, same = ulp_distance(a, b, fmt)
-    return dist if same else float("inf")
-
-
 def _apart(a: np.ndarray, b: np.ndarray) -> float:
     """The share of elements where two outputs of one dtype are not bit-identical (NaN equal NaN)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -259,7 +250,7 @@ class _Examined:
         # cases whose outputs are within the budget of the convention's own: they failed on the
         # rounding chain (engine/chain.py) or a channel's mean, where the max says nothing
         self.chain_only = [c.dtype in chain.LOW_PRECISION and not c.record.quantizes
-                           and _distance(out, mine, get_format(c.dtype)) <= budget
+                           and ulp_apart(out, mine, get_format(c.dtype)) <= budget
                            for c, out, mine, budget in zip(self.cases, self.outputs, self.base, self.budgets)]
         # what every candidate is compared with, the output's distance from the convention's own, is
         # measured once; the last candidate's outputs are kept: a pair is scored on the cases its seed
@@ -271,7 +262,7 @@ class _Examined:
         """(max ULP, mean ULP, share not bit-identical) of case i's output from the convention's own."""
         if i not in self._from_base:
             out, mine, fmt = self.outputs[i], self.base[i], output_format(self.cases[i])
-            self._from_base[i] = (_distance(out, mine, fmt), _mean_distance(out, mine, fmt), _apart(out, mine))
+            self._from_base[i] = (ulp_apart(out, mine, fmt), _mean_distance(out, mine, fmt), _apart(out, mine))
         return self._from_base[i]
 
     def expected(self, i: int, changes: dict) -> np.ndarray:
@@ -301,7 +292,7 @@ class _Examined:
             expected = self.expected(i, cand.changes)
             differs = differs or not np.array_equal(expected, mine, equal_nan=True)
             fmt = output_format(case)
-            d, mean = _distance(out, expected, fmt), _mean_distance(out, expected, fmt)
+            d, mean = ulp_apart(out, expected, fmt), _mean_distance(out, expected, fmt)
             base_d, base_mean, base_apart = self.from_base(i)
             if self.chain_only[i]:  # judged on its rounding chain: the candidate must follow it bit for bit
                 apart = _apart(out, expected)

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from normdiff.harness import api
-from normdiff.harness.engine.judge import output_format, ulp_distance
+from normdiff.harness.engine.judge import output_format, ulp_apart
 from normdiff.implementations.entry import Implementation
 from normdiff.text import ulps
 
@@ -60,9 +60,7 @@ def side_by_side(interpreted: dict, compiled: dict, name: str, twin: str, cases)
         if np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True):
             identical += 1
             continue
-        dist, same = ulp_distance(np.asarray(a), np.asarray(b), output_format(case)) if np.shape(a) == np.shape(b) \
-            else (float("inf"), False)
-        dist = dist if same else float("inf")
+        dist = ulp_apart(np.asarray(a), np.asarray(b), output_format(case))
         if dist > worst["ulp_apart"] or not worst["case"]:
             worst = {"case": case.id, "ulp_apart": dist}
     return {"compared": compared, "bit_identical": identical, "worst": worst if compared > identical else {}}

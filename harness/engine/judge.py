@@ -99,6 +99,15 @@ def ulp_distance(a: np.ndarray, b: np.ndarray, fmt: FloatFormat, floor: np.ndarr
     return float((np.abs(x[ok] - y[ok]) / fmt.ulp(magnitude)).max()), same
 
 
+def ulp_apart(a: np.ndarray, b: np.ndarray, fmt: FloatFormat) -> float:
+    """ulp_distance as one number: inf when the two outputs' NaN/Inf patterns or their shapes differ
+    (a quantizing candidate with another block size has another number of scales)."""
+    if np.shape(a) != np.shape(b):
+        return float("inf")
+    dist, same = ulp_distance(a, b, fmt)
+    return dist if same else float("inf")
+
+
 def digest(array: np.ndarray) -> str:
     """A short hash of the output's bits: equal digests mean bit-identical outputs."""
     # the bytes viewed, not copied: tobytes() cost a copy of every output judged
