@@ -72,6 +72,7 @@ def install() -> None:
     _reductions(interpreter)
     _extern(interpreter)
     _autotune()
+    _grid_as_tuple(interpreter.GridExecutor)
     _bounds(interpreter)
     _driver()
     _INSTALLED = True
@@ -180,7 +181,6 @@ def _bounds(interpreter) -> None:
         return args_hst, kwargs_hst
 
     executor._init_args_hst = init_args_hst
-    _grid_as_tuple(executor)
     load, store = builder.create_masked_load, builder.create_masked_store
     cas, rmw = builder.create_atomic_cas, builder.create_atomic_rmw
 
@@ -294,8 +294,7 @@ def _where(builder, ptrs, outside: np.ndarray, what: str) -> str:
             "check its masks and row strides")
 
 
-# what a float load outside every tensor gives here: NaN, in each format's bits (bf16 is held as uint16)
-NAN_BITS = {"bf16": np.uint16(0x7FC0)}
+BF16_NAN = np.uint16(0x7FC0)  # a quiet NaN as the interpreter holds bf16: its bits
 
 
 def _load_outside(load, builder, ptrs, mask, other, cache_policy, is_volatile, outside):
@@ -307,13 +306,13 @@ def _load_outside(load, builder, ptrs, mask, other, cache_policy, is_volatile, o
     from triton.runtime import interpreter
 
     element = ptrs.get_element_ty()
-    if not (element.is_floating() and (element == tl.bfloat16 or element in (tl.float16, tl.float32, tl.float64))):
+    if element not in (tl.bfloat16, tl.float16, tl.float32, tl.float64):  # fp8 and integers: refused
         raise OutOfBounds(_where(builder, ptrs, outside, "load"))
     inside = interpreter.TensorHandle(np.asarray(mask.data, dtype=bool) & ~outside if mask is not None else ~outside,
                                       tl.int1)
     loaded = load(builder, ptrs, inside, other, cache_policy, is_volatile)
     data = np.array(loaded.data)
-    data[np.broadcast_to(outside, data.shape)] = NAN_BITS["bf16"] if element == tl.bfloat16 else np.nan
+    data[np.broadcast_to(outside, data.shape)] = BF16_NAN if element == tl.bfloat16 else np.nan
     return interpreter.TensorHandle(data, loaded.dtype)
 
 

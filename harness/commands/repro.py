@@ -480,7 +480,8 @@ def _array(dtype: str, shape: tuple, data: str) -> np.ndarray:
 
 def _layout_code(case: Case) -> str:
     """The script's lines that lay INPUTS (and UPSTREAM) out in memory as the run did: the source
-    of cases/layouts.py's functions, so the script needs no normdiff ("" for a contiguous case)."""
+    of cases/layouts.py's functions, so the script needs no normdiff (for a contiguous case only its
+    LAYOUT, which main() reads)."""
     if case.layout == layouts.DEFAULT:
         return f"LAYOUT = {layouts.DEFAULT!r}\n"
     functions = "\n\n".join(inspect.getsource(f) for f in (layouts._poisoned, layouts._row_strides,
