@@ -68,10 +68,14 @@ def get_layout(name: str) -> Layout:
     return LAYOUTS[name]
 
 
-def check_case_layout(name: str, per_case: dict[str, str]) -> None:
-    """Raise UsageError for an unknown layout, or a broadcast one whose per-case operands are not
-    constant; `per_case` is {operand: its regime} of the case's per-case operands."""
+def check_case_layout(name: str, per_case: dict[str, str], quantizes: bool = False) -> None:
+    """Raise UsageError for an unknown layout, a broadcast one whose per-case operands are not
+    constant, or a batch of sequences for an op whose results are not all shaped like x (a
+    quantizer's scales); `per_case` is {operand: its regime} of the case's per-case operands."""
     layout = get_layout(name)
+    if not layout.strides and quantizes:
+        raise UsageError(f"layout={name} gives x as a batch of sequences and reads results shaped like x back as "
+                         "rows; a quantizing op returns scales shaped otherwise: use another layout")
     if layout.moves != PER_CASE:
         return
     if not per_case:

@@ -120,10 +120,7 @@ class Case:
             raise UsageError(f"{self.op}@{self.convention} quantizes blocks of {group} columns: the width "
                              f"must be a multiple of {group}, got {self.width}")
         layouts.check_case_layout(self.layout, {o.name: self.choice(o.name) or o.default
-                                                for o in record.operands if o.per_case_array})
-        if self.layout == "batched" and record.quantizes:  # its scales are not shaped like x
-            raise UsageError(f"layout=batched gives x as a batch of sequences and reads results shaped like x "
-                             f"back as rows; {self.op} returns scales shaped otherwise: use another layout")
+                                                for o in record.operands if o.per_case_array}, record.quantizes)
         if self.num_heads != 1 and "num_heads" not in record.dims:
             raise UsageError(f"{self.op} has no heads; got num_heads={self.num_heads}")
         if self.width % self.num_heads:

@@ -383,8 +383,8 @@ def cases(op=None, convention=None, *, pairs=None, dtypes=None, passes=("forward
             else:  # a stride-0 operand holds one value: a varying one is drawn as ones
                 choices = tuple((n, r if n not in per_case or r in _layouts.CONSTANT_WEIGHTS else constant[n])
                                 for n, r in choices)
-        if layout == "batched" and record.quantizes:  # its scales are not shaped like x (cases/model.py)
-            layout = next((n for n in layout_names if n != "batched"), _layouts.DEFAULT)
+        if record.quantizes and not _layouts.LAYOUTS[layout].strides:  # its scales are not shaped like x
+            layout = next((n for n in layout_names if _layouts.LAYOUTS[n].strides), _layouts.DEFAULT)
         pass_ = pass_ if record.backward else "forward"  # (drawn all the same: one sequence for every op)
         outputs = list(record.gradients) if pass_ == "backward" else list(record.results)
         return Case(op=op_name, convention=conv, dtype=dtype, rows=rows, width=width, num_heads=heads,

@@ -70,7 +70,7 @@ def test_bad_layouts_are_usage_errors_that_name_the_fix():
         Case.of("l2_norm", "qwen3.5", "bf16", "8x64", layout="broadcast")
     with pytest.raises(UsageError, match="unknown layout"):
         Case.from_id("rms_norm@qwen3/bf16/8x64/normal/w=ones/layout=diagonal")
-    with pytest.raises(UsageError, match="batched.*returns scales shaped otherwise"):
+    with pytest.raises(UsageError, match="batched.*quantizing op returns scales shaped otherwise"):
         Case.from_id("rms_norm_quant@vllm-fp8/bf16/8x1024/normal/w=trained/layout=batched")
 
 
